@@ -1,0 +1,56 @@
+/* vnc/kernels.h — launches of the runtime's native kernels.
+ *
+ * Each call validates its arguments on the caller's thread (returning
+ * VNC_ERR_INVALID_ARGUMENT / VNC_ERR_UNSUPPORTED before anything is enqueued), copies the
+ * tensor views into a task and enqueues it on `s`. The memory behind the views must stay
+ * valid until the task has run: device memory is kept by stream-ordered reuse; host memory
+ * is the caller's to keep (or to synchronize on).
+ *
+ *     vnc_tensor d = vnc_tensor_contiguous(dst, VNC_FLOAT32, 1, (int64_t[]){n});
+ *     vnc_tensor x = vnc_tensor_contiguous(src, VNC_INT64, 1, (int64_t[]){n});
+ *     vnc_copy(stream, "aten::copy_", &d, &x);    // cast int64 -> float32
+ */
+#ifndef VNC_KERNELS_H
+#define VNC_KERNELS_H
+
+#include <stdint.h>
+#include "status.h"
+#include "stream.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dst = src, broadcasting src to dst's shape and converting dtype as C casts do
+ * (bfloat16/float16 round to nearest even; float64 to 16-bit types goes through float32,
+ * as c10 does; complex to real keeps the real part). Any strides. */
+vnc_status vnc_copy(vnc_stream *s, const char *op, const vnc_tensor *dst, const vnc_tensor *src);
+/* Every element of dst = *value, one element of dst's dtype (vnc_dtype_size bytes). */
+vnc_status vnc_fill(vnc_stream *s, const char *op, const vnc_tensor *dst, const void *value);
+
+/* Random fills on the Philox4x32-10 generator (Salmon et al., "Parallel Random Numbers:
+ * As Easy as 1, 2, 3", SC'11). Element k (row-major logical index) draws from counter
+ * (offset + k) under key `seed`, so values depend on (seed, offset, k) only — never on
+ * strides or thread count. Callers advance their offset by vnc_rng_offset_increment(numel). */
+uint64_t vnc_rng_offset_increment(int64_t numel);
+/* Uniform in [from, to). Floating dtypes only. */
+vnc_status vnc_rng_uniform(vnc_stream *s, const vnc_tensor *t, double from, double to,
+                           uint64_t seed, uint64_t offset);
+/* Normal(mean, std) by Box-Muller. Floating dtypes only. */
+vnc_status vnc_rng_normal(vnc_stream *s, const vnc_tensor *t, double mean, double std,
+                          uint64_t seed, uint64_t offset);
+/* Integers uniform in [from, from + range); range 0 means 2^64. Any real dtype. */
+vnc_status vnc_rng_random(vnc_stream *s, const vnc_tensor *t, int64_t from, uint64_t range,
+                          uint64_t seed, uint64_t offset);
+/* 1 with probability p (a scalar, or the tensor `p` broadcast to t when p_tensor != NULL). */
+vnc_status vnc_rng_bernoulli(vnc_stream *s, const vnc_tensor *t, double p,
+                             const vnc_tensor *p_tensor, uint64_t seed, uint64_t offset);
+/* Exponential with rate lambd (-log(1-u)/lambd). Floating dtypes only. */
+vnc_status vnc_rng_exponential(vnc_stream *s, const vnc_tensor *t, double lambd,
+                               uint64_t seed, uint64_t offset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

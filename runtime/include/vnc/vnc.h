@@ -1,0 +1,11 @@
+/* vnc/vnc.h — the virtual NeuronCore runtime: one include for the whole public C API. */
+#ifndef VNC_VNC_H
+#define VNC_VNC_H
+#include "status.h"
+#include "tensor.h"
+#include "device.h"
+#include "memory.h"
+#include "stream.h"
+#include "threadpool.h"
+#include "kernels.h"
+#endif

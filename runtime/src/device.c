@@ -1,0 +1,206 @@
+/* The device table: count, capacity, one-time initialisation, fork detection. */
+#include <ctype.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static int device_total = 0;           /* visible cores; 0 if the env var is malformed */
+static int physical_ids[VNC_MAX_DEVICES];
+static char table_error[256] = "";
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int initialized = 0;
+static atomic_int bad_fork = 0;
+static int pool_threads = 1;
+static int launch_blocking = 0;
+static _Thread_local int current_device = 0;
+
+uint64_t vnc_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Parses "0-3", "1,3", "0,2-3" into physical_ids; returns count or -1. */
+static int parse_core_list(const char *s) {
+  int n = 0;
+  const char *p = s;
+  while (*p) {
+    while (isspace((unsigned char)*p)) p++;
+    if (!isdigit((unsigned char)*p)) return -1;
+    char *end;
+    long a = strtol(p, &end, 10), b = a;
+    p = end;
+    if (*p == '-') {
+      p++;
+      if (!isdigit((unsigned char)*p)) return -1;
+      b = strtol(p, &end, 10);
+      p = end;
+    }
+    if (b < a) return -1;
+    for (long v = a; v <= b; v++) {
+      if (n >= VNC_MAX_DEVICES) return -1;
+      physical_ids[n++] = (int)v;
+    }
+    while (isspace((unsigned char)*p)) p++;
+    if (*p == ',') p++;
+    else if (*p) return -1;
+  }
+  return n;
+}
+
+static void build_table(void) {
+  const char *visible = getenv("NEURON_RT_VISIBLE_CORES");
+  const char *num = getenv("NEURON_RT_NUM_CORES");
+  if (visible && *visible) {
+    int n = parse_core_list(visible);
+    if (n <= 0) {
+      snprintf(table_error, sizeof table_error,
+               "NEURON_RT_VISIBLE_CORES='%s' is not a core list such as '0-3' or '1,3' "
+               "(at most %d cores)", visible, VNC_MAX_DEVICES);
+      n = 0;
+    }
+    device_total = n;
+  } else if (num && *num) {
+    char *end;
+    long n = strtol(num, &end, 10);
+    if (*end || n < 1 || n > VNC_MAX_DEVICES) {
+      snprintf(table_error, sizeof table_error,
+               "NEURON_RT_NUM_CORES='%s' must be an integer from 1 to %d", num, VNC_MAX_DEVICES);
+      n = 0;
+    }
+    device_total = (int)n;
+    for (int i = 0; i < device_total; i++) physical_ids[i] = i;
+  } else {
+    device_total = 2;
+    physical_ids[0] = 0;
+    physical_ids[1] = 1;
+  }
+  const char *lb = getenv("NEURON_LAUNCH_BLOCKING");
+  launch_blocking = lb && strcmp(lb, "1") == 0;
+}
+
+int vnc_device_count(void) {
+  pthread_once(&table_once, build_table);
+  return device_total;
+}
+
+int vnc_device_physical_id(int device) {
+  if (vnc_check_device(device) != VNC_OK) return -1;
+  return physical_ids[device];
+}
+
+vnc_status vnc_check_device(int device) {
+  int n = vnc_device_count();
+  if (n == 0) return vnc_set_error(VNC_ERR_INVALID_DEVICE, "no neuron device: %s", table_error);
+  if (device < 0 || device >= n)
+    return vnc_set_error(VNC_ERR_INVALID_DEVICE,
+                         "invalid neuron device index %d: valid range is 0 to %d", device, n - 1);
+  return VNC_OK;
+}
+
+/* Parses "123", "4G", "512M", "1.5G" into bytes; 0 on error. */
+static uint64_t parse_bytes(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v <= 0) return 0;
+  double mult = 1;
+  switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+  }
+  if (toupper((unsigned char)*end) == 'I') end++;
+  if (toupper((unsigned char)*end) == 'B') end++;
+  if (*end) return 0;
+  return (uint64_t)(v * mult);
+}
+
+uint64_t vnc_device_capacity(int device) {
+  (void)device;
+  const char *env = getenv("TORCH_NEURONX_CORE_MEMORY");
+  if (env && *env) {
+    uint64_t b = parse_bytes(env);
+    if (b) return b;
+  }
+  /* 24 GiB: one logical core's share of a Trn2 chip's 96 GiB HBM. */
+  uint64_t cap = 24ull << 30;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int n = vnc_device_count();
+  if (pages > 0 && page > 0 && n > 0) {
+    uint64_t host_share = (uint64_t)pages * (uint64_t)page / 2 / (uint64_t)n;
+    if (host_share < cap) cap = host_share;
+  }
+  return cap;
+}
+
+static void after_fork_child(void) {
+  if (atomic_load(&initialized)) {
+    atomic_store(&bad_fork, 1);
+    atomic_store(&initialized, 0);
+  }
+  pthread_mutex_init(&init_lock, NULL);
+}
+
+static int read_num_threads(void) {
+  const char *env = getenv("TORCH_NEURONX_NUM_THREADS");
+  if (env && *env) {
+    long v = strtol(env, NULL, 10);
+    if (v >= 1 && v <= 1024) return (int)v;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+vnc_status vnc_init(void) {
+  if (atomic_load_explicit(&initialized, memory_order_acquire)) return VNC_OK;
+  if (atomic_load(&bad_fork))
+    return vnc_set_error(VNC_ERR_FORKED,
+                         "Cannot re-initialize neuron in forked subprocess. To use neuron with "
+                         "multiprocessing, you must use the 'spawn' start method");
+  int n = vnc_device_count();
+  if (n == 0) return vnc_set_error(VNC_ERR_INVALID_DEVICE, "no neuron device: %s", table_error);
+  pthread_mutex_lock(&init_lock);
+  if (!atomic_load(&initialized)) {
+    static int atfork_registered = 0;
+    if (!atfork_registered) {
+      pthread_atfork(NULL, NULL, after_fork_child);
+      atfork_registered = 1;
+    }
+    pool_threads = read_num_threads();
+    vnc_threadpool_init(pool_threads);
+    for (int d = 0; d < n; d++) {
+      vnc_memory_init_device(d);
+      vnc_stream_init_device(d);
+    }
+    atomic_store_explicit(&initialized, 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&init_lock);
+  return VNC_OK;
+}
+
+int vnc_is_initialized(void) { return atomic_load(&initialized); }
+int vnc_in_bad_fork(void) { return atomic_load(&bad_fork); }
+
+int vnc_get_device(void) { return current_device; }
+
+vnc_status vnc_set_device(int device) {
+  vnc_status st = vnc_check_device(device);
+  if (st != VNC_OK) return st;
+  current_device = device;
+  return VNC_OK;
+}
+
+int vnc_launch_blocking(void) {
+  pthread_once(&table_once, build_table);
+  return launch_blocking;
+}
+
+int vnc_num_threads(void) { return vnc_is_initialized() ? pool_threads : read_num_threads(); }

@@ -1,0 +1,124 @@
+/* Copy with broadcasting and dtype conversion (every pair, table-generated) and fill. */
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "iter.h"
+#include "vnc/kernels.h"
+
+/* copy_<D>_<S>: one inner loop per (destination, source) dtype pair. */
+#define DEF_COPY(D, S)                                                                    \
+  static void copy_##D##_##S(void *ctx, char **data, const int64_t *st, int64_t n, int64_t i0) { \
+    (void)ctx; (void)i0;                                                                  \
+    char *d = data[0];                                                                    \
+    const char *s = data[1];                                                              \
+    if (st[0] == (int64_t)sizeof(VNC_STORAGE_##D) && st[1] == (int64_t)sizeof(VNC_STORAGE_##S)) { \
+      for (int64_t i = 0; i < n; i++)                                                     \
+        VNC_STORE_##D(d + i * (int64_t)sizeof(VNC_STORAGE_##D),                           \
+                      VNC_LOAD_##S(s + i * (int64_t)sizeof(VNC_STORAGE_##S)));            \
+    } else {                                                                              \
+      for (int64_t i = 0; i < n; i++) VNC_STORE_##D(d + i * st[0], VNC_LOAD_##S(s + i * st[1])); \
+    }                                                                                     \
+  }
+#define DEF_COPY_ROW(D) VNC_DTYPES_A(DEF_COPY, D)
+VNC_DTYPES(DEF_COPY_ROW)
+
+#define COPY_ENTRY(D, S) [VNC_##S] = copy_##D##_##S,
+#define COPY_ROW(D) [VNC_##D] = {VNC_DTYPES_A(COPY_ENTRY, D)},
+static const vnc_loop_fn copy_table[VNC_DTYPE_END][VNC_DTYPE_END] = {VNC_DTYPES(COPY_ROW)};
+
+/* Runtime-typed stores and loads. */
+#define DEF_RT(D)                                                                          \
+  static void store_f64_##D(void *p, double v) { VNC_STORE_##D(p, v); }                   \
+  static void store_i64_##D(void *p, int64_t v) { VNC_STORE_##D(p, v); }                  \
+  static double load_f64_##D(const void *p) { return (double)VNC_LOAD_##D(p); }
+VNC_DTYPES(DEF_RT)
+#define RT_STORE_F(D) [VNC_##D] = store_f64_##D,
+#define RT_STORE_I(D) [VNC_##D] = store_i64_##D,
+#define RT_LOAD_F(D) [VNC_##D] = load_f64_##D,
+const vnc_store_f64_fn vnc_store_f64[VNC_DTYPE_END] = {VNC_DTYPES(RT_STORE_F)};
+const vnc_store_i64_fn vnc_store_i64[VNC_DTYPE_END] = {VNC_DTYPES(RT_STORE_I)};
+const vnc_load_f64_fn vnc_load_f64[VNC_DTYPE_END] = {VNC_DTYPES(RT_LOAD_F)};
+
+/* Same-dtype copies of dense runs are memcpy. */
+static void copy_bytes(void *ctx, char **data, const int64_t *st, int64_t n, int64_t i0) {
+  (void)i0;
+  int64_t es = *(const int64_t *)ctx;
+  if (st[0] == es && st[1] == es) {
+    memmove(data[0], data[1], (size_t)(n * es));
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) memcpy(data[0] + i * st[0], data[1] + i * st[1], (size_t)es);
+}
+
+typedef struct copy_task {
+  vnc_iter it;
+  int64_t elem_size;
+} copy_task;
+
+static vnc_status copy_run(void *p) {
+  copy_task *t = p;
+  int32_t dd = t->it.dtypes[0], sd = t->it.dtypes[1];
+  if (dd == sd) vnc_iter_for_each(&t->it, copy_bytes, &t->elem_size, VNC_ITER_GRAIN);
+  else vnc_iter_for_each(&t->it, copy_table[dd][sd], NULL, VNC_ITER_GRAIN);
+  return VNC_OK;
+}
+
+vnc_status vnc_copy(vnc_stream *s, const char *op, const vnc_tensor *dst, const vnc_tensor *src) {
+  copy_task t;
+  const vnc_tensor *ops[2] = {dst, src};
+  vnc_status st = vnc_iter_init(&t.it, 2, ops, 0);
+  if (st != VNC_OK) return st;
+  if (!copy_table[dst->dtype][src->dtype])
+    return vnc_set_error(VNC_ERR_UNSUPPORTED, "copy from %s to %s is not supported",
+                         vnc_dtype_name(src->dtype), vnc_dtype_name(dst->dtype));
+  if (t.it.numel == 0) return VNC_OK;
+  t.elem_size = (int64_t)vnc_dtype_size(dst->dtype);
+  return vnc_launch(s, op ? op : "aten::copy_", copy_run, &t, sizeof t, NULL);
+}
+
+typedef struct fill_task {
+  vnc_iter it;
+  int64_t elem_size;
+  unsigned char value[16];
+} fill_task;
+
+static void fill_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t i0) {
+  (void)i0;
+  const fill_task *t = ctx;
+  int64_t es = t->elem_size;
+  char *d = data[0];
+  switch (es) { /* typed stores so the compiler vectorises dense runs */
+#define FILL_CASE(T)                                                            \
+  case sizeof(T): {                                                             \
+    T v;                                                                        \
+    memcpy(&v, t->value, sizeof v);                                             \
+    if (st[0] == sizeof(T)) for (int64_t i = 0; i < n; i++) ((T *)d)[i] = v;    \
+    else for (int64_t i = 0; i < n; i++) *(T *)(d + i * st[0]) = v;             \
+    return;                                                                     \
+  }
+    FILL_CASE(uint8_t)
+    FILL_CASE(uint16_t)
+    FILL_CASE(uint32_t)
+    FILL_CASE(uint64_t)
+#undef FILL_CASE
+    default:
+      for (int64_t i = 0; i < n; i++) memcpy(d + i * st[0], t->value, (size_t)es);
+  }
+}
+
+static vnc_status fill_run(void *p) {
+  fill_task *t = p;
+  vnc_iter_for_each(&t->it, fill_loop, t, VNC_ITER_GRAIN);
+  return VNC_OK;
+}
+
+vnc_status vnc_fill(vnc_stream *s, const char *op, const vnc_tensor *dst, const void *value) {
+  fill_task t;
+  const vnc_tensor *ops[1] = {dst};
+  vnc_status st = vnc_iter_init(&t.it, 1, ops, 0);
+  if (st != VNC_OK) return st;
+  if (t.it.numel == 0) return VNC_OK;
+  t.elem_size = (int64_t)vnc_dtype_size(dst->dtype);
+  memcpy(t.value, value, (size_t)t.elem_size);
+  return vnc_launch(s, op ? op : "aten::fill_", fill_run, &t, sizeof t, NULL);
+}
