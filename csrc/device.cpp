@@ -1,0 +1,408 @@
+// Device-level registration: caching allocator, pinned host allocator, device guard with
+// streams and events, Philox generator, PrivateUse1 hooks. Each method forwards to the C
+// runtime; nothing here touches tensor elements.
+#include "neuron.h"
+
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/CallOnce.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace torch_neuronx {
+
+void raise_status(vnc_status st, const char* what) {
+  std::string msg = vnc_last_error();
+  if (what) msg = std::string(what) + ": " + msg;
+  if (st == VNC_ERR_OUT_OF_MEMORY) TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+  TORCH_CHECK(false, msg);
+}
+
+vnc_tensor to_vnc(const at::TensorBase& t) {
+  vnc_tensor v;
+  TORCH_CHECK(t.dim() <= VNC_MAX_DIMS, "neuron supports tensors of at most ", VNC_MAX_DIMS,
+              " dims, got ", t.dim());
+  v.data = t.numel() ? static_cast<char*>(t.storage().mutable_data()) +
+                           t.storage_offset() * static_cast<int64_t>(t.itemsize())
+                     : nullptr;
+  v.ndim = static_cast<int32_t>(t.dim());
+  v.dtype = static_cast<int32_t>(t.scalar_type());
+  for (int64_t d = 0; d < t.dim(); d++) {
+    v.sizes[d] = t.size(d);
+    v.strides[d] = t.stride(d);
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------- streams
+
+vnc_stream* vnc_stream_of(const c10::Stream& s) {
+  vnc_stream* out = nullptr;
+  check(vnc_stream_get(s.device_index(), s.id(), &out));
+  return out;
+}
+
+c10::Stream c10_stream_of(vnc_stream* s) {
+  return c10::Stream(c10::Stream::UNSAFE,
+                     c10::Device(kNeuron, static_cast<c10::DeviceIndex>(vnc_stream_device(s))),
+                     vnc_stream_id(s));
+}
+
+vnc_stream* current_vnc_stream(c10::DeviceIndex device) {
+  vnc_stream* s = nullptr;
+  check(vnc_current_stream(device, &s));
+  return s;
+}
+
+namespace {
+vnc_status noop_task(void*) { return VNC_OK; }
+void drop_storage(void* payload) {
+  c10::intrusive_ptr<c10::StorageImpl>::reclaim(*static_cast<c10::StorageImpl**>(payload));
+}
+}  // namespace
+
+void keep_alive_until_done(vnc_stream* stream, c10::Storage storage) {
+  // The task's payload is one owning pointer; its release drops the reference.
+  c10::StorageImpl* raw = storage.unsafeReleaseStorageImpl();
+  check(vnc_launch(stream, "keep_alive", noop_task, &raw, sizeof raw, drop_storage));
+}
+
+// ---------------------------------------------------------------- device allocator
+
+namespace {
+
+void free_block(void* ctx) { vnc_free(static_cast<vnc_block*>(ctx)); }
+
+void fill_stat(c10::CachingAllocator::StatArray& dst, const vnc_stat* src) {
+  for (int k = 0; k < VNC_STAT_KINDS; k++) {
+    dst[k].current = src[k].current;
+    dst[k].peak = src[k].peak;
+    dst[k].allocated = src[k].allocated;
+    dst[k].freed = src[k].freed;
+  }
+}
+
+struct NeuronAllocator final : public c10::DeviceAllocator {
+  at::DataPtr allocate(size_t n) override {
+    int device = vnc_get_device();
+    void* ptr = nullptr;
+    vnc_block* block = nullptr;
+    vnc_stream* stream = nullptr;
+    if (n) stream = current_vnc_stream(static_cast<c10::DeviceIndex>(device));
+    check(vnc_malloc(device, n, stream, &ptr, &block));
+    return {ptr, block, &free_block, c10::Device(kNeuron, static_cast<c10::DeviceIndex>(device))};
+  }
+  at::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (!count) return;
+    int64_t n = static_cast<int64_t>(count);
+    vnc_tensor d = vnc_tensor_contiguous(dest, VNC_UINT8, 1, &n);
+    vnc_tensor s = vnc_tensor_contiguous(const_cast<void*>(src), VNC_UINT8, 1, &n);
+    vnc_stream* stream = current_vnc_stream(static_cast<c10::DeviceIndex>(vnc_get_device()));
+    check(vnc_copy(stream, "storage copy", &d, &s));
+    check(vnc_stream_synchronize(stream));
+  }
+  bool initialized() override { return vnc_is_initialized(); }
+  void emptyCache(c10::MempoolId_t) override {
+    for (int d = 0; d < vnc_device_count(); d++) check(vnc_empty_cache(d));
+  }
+  void recordStream(const at::DataPtr& ptr, c10::Stream stream) override {
+    if (ptr.get_deleter() != &free_block) return;
+    vnc_block_record_stream(static_cast<vnc_block*>(ptr.get_context()), vnc_stream_of(stream));
+  }
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    vnc_memory_stats s;
+    check(vnc_memory_stats_get(device, &s));
+    c10::CachingDeviceAllocator::DeviceStats out;
+    fill_stat(out.allocation, s.allocation);
+    fill_stat(out.segment, s.segment);
+    fill_stat(out.active, s.active);
+    fill_stat(out.allocated_bytes, s.allocated_bytes);
+    fill_stat(out.reserved_bytes, s.reserved_bytes);
+    fill_stat(out.active_bytes, s.active_bytes);
+    fill_stat(out.requested_bytes, s.requested_bytes);
+    out.num_alloc_retries = s.num_alloc_retries;
+    out.num_ooms = s.num_ooms;
+    out.num_device_alloc = s.num_device_alloc;
+    out.num_device_free = s.num_device_free;
+    out.num_sync_all_streams = s.num_sync_all_streams;
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { check(vnc_memory_reset_accumulated(device)); }
+  void resetPeakStats(c10::DeviceIndex device) override { check(vnc_memory_reset_peak(device)); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    vnc_memory_stats s;
+    check(vnc_memory_stats_get(device, &s));
+    size_t total = s.capacity, used = static_cast<size_t>(s.reserved_bytes[VNC_STAT_ALL].current);
+    return {total > used ? total - used : 0, total};
+  }
+};
+
+NeuronAllocator g_allocator;
+
+// ---------------------------------------------------------------- pinned host memory
+
+struct PinnedAllocator final : public at::Allocator {
+  static std::mutex& mu() { static std::mutex m; return m; }
+  static std::map<uintptr_t, size_t>& ranges() { static std::map<uintptr_t, size_t> r; return r; }
+  static void deleter(void* p) {
+    {
+      std::lock_guard<std::mutex> g(mu());
+      ranges().erase(reinterpret_cast<uintptr_t>(p));
+    }
+    std::free(p);
+  }
+  at::DataPtr allocate(size_t n) override {
+    void* p = nullptr;
+    if (n) {
+      TORCH_CHECK_WITH(OutOfMemoryError, posix_memalign(&p, 4096, n) == 0,
+                       "could not allocate ", n, " bytes of pinned host memory");
+      std::lock_guard<std::mutex> g(mu());
+      ranges()[reinterpret_cast<uintptr_t>(p)] = n;
+    }
+    return {p, p, &deleter, c10::Device(c10::DeviceType::CPU)};
+  }
+  at::DeleterFnPtr raw_deleter() const override { return &deleter; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+  static bool contains(const void* p) {
+    auto a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> g(mu());
+    auto it = ranges().upper_bound(a);
+    if (it == ranges().begin()) return false;
+    --it;
+    return a < it->first + it->second;
+  }
+};
+
+PinnedAllocator g_pinned;
+
+// ---------------------------------------------------------------- generator
+
+struct NeuronGenerator final : public c10::GeneratorImpl {
+  explicit NeuronGenerator(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val)
+      : c10::GeneratorImpl(c10::Device(kNeuron, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        seed_(seed) {}
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    uint64_t s = c10::detail::getNonDeterministicRandom(true);
+    set_current_seed(s);
+    return s;
+  }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  // State layout: 16 bytes, seed (uint64) then offset (uint64) — what DTensor's
+  // OffsetBasedRNGTracker reads from a Philox device.
+  void set_state(const c10::TensorImpl& state) override {
+    TORCH_CHECK(state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && state.numel() == 16,
+                "neuron generator state must be a uint8 tensor of 16 bytes (seed, offset), got ",
+                state.numel(), " elements of ", state.dtype().name());
+    const auto* p = static_cast<const uint8_t*>(state.data());
+    std::memcpy(&seed_, p, 8);
+    std::memcpy(&offset_, p + 8, 8);
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    auto t = at::detail::empty_cpu({16}, at::kByte, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    auto* p = static_cast<uint8_t*>(t.data_ptr());
+    std::memcpy(p, &seed_, 8);
+    std::memcpy(p + 8, &offset_, 8);
+    return t.getIntrusivePtr();
+  }
+  static c10::DeviceType device_type() { return kNeuron; }
+
+ private:
+  NeuronGenerator* clone_impl() const override {
+    auto* g = new NeuronGenerator(device().index(), seed_);
+    g->offset_ = offset_;
+    return g;
+  }
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+
+std::vector<at::Generator>& default_generators() {
+  static std::vector<at::Generator> gens = [] {
+    std::vector<at::Generator> v;
+    for (int d = 0; d < vnc_device_count(); d++)
+      v.push_back(at::make_generator<NeuronGenerator>(static_cast<c10::DeviceIndex>(d)));
+    return v;
+  }();
+  return gens;
+}
+
+// ---------------------------------------------------------------- device guard
+
+struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  NeuronGuardImpl() = default;
+  explicit NeuronGuardImpl(c10::DeviceType t) { TORCH_INTERNAL_ASSERT(t == kNeuron); }
+  c10::DeviceType type() const override { return kNeuron; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    if (d.index() != old.index()) setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(kNeuron, static_cast<c10::DeviceIndex>(vnc_get_device()));
+  }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kNeuron, "expected a neuron device, got ", d);
+    check(vnc_set_device(d.index()));
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override { vnc_set_device(d.index()); }
+  c10::Stream getStream(c10::Device d) const override { return c10_stream_of(current_vnc_stream(d.index())); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNeuron, d.index()));
+  }
+  c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
+    vnc_stream* s = nullptr;
+    check(vnc_stream_from_pool(d.index(), &s));
+    return c10_stream_of(s);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high_priority*/) const override {
+    return getNewStream(d, 0);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    vnc_stream* old = current_vnc_stream(s.device_index());
+    vnc_set_current_stream(vnc_stream_of(s));
+    return c10_stream_of(old);
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(vnc_device_count());
+  }
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "event device ",
+                device_index, " does not match the recording stream's device ", stream.device_index());
+    auto* e = static_cast<vnc_event*>(*event);
+    if (!e) {
+      check(vnc_event_create(flag == c10::EventFlag::BACKEND_DEFAULT, &e));
+      *event = e;
+    }
+    check(vnc_event_record(e, vnc_stream_of(stream)));
+  }
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event) check(vnc_stream_wait_event(vnc_stream_of(stream), static_cast<vnc_event*>(event)));
+  }
+  bool queryEvent(void* event) const override {
+    return !event || vnc_event_query(static_cast<vnc_event*>(event));
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    vnc_event_destroy(static_cast<vnc_event*>(event));
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event) check(vnc_event_synchronize(static_cast<vnc_event*>(event)));
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start && end, "both events must be recorded before calculating elapsed time");
+    double ms = 0;
+    check(vnc_event_elapsed_ms(static_cast<vnc_event*>(start), static_cast<vnc_event*>(end), &ms));
+    return ms;
+  }
+  bool queryStream(const c10::Stream& stream) const override {
+    return vnc_stream_query(vnc_stream_of(stream));
+  }
+  void synchronizeStream(const c10::Stream& stream) const override {
+    check(vnc_stream_synchronize(vnc_stream_of(stream)));
+  }
+  void synchronizeDevice(const c10::DeviceIndex device) const override {
+    check(vnc_device_synchronize(device < 0 ? vnc_get_device() : device));
+  }
+  void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
+    g_allocator.recordStream(ptr, stream);
+  }
+};
+
+// ---------------------------------------------------------------- hooks
+
+struct NeuronHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return vnc_device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return vnc_is_initialized(); }
+  void init() const override {}
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    return default_generator(device);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return at::make_generator<NeuronGenerator>(device < 0 ? static_cast<c10::DeviceIndex>(vnc_get_device()) : device);
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    return c10::Device(kNeuron, static_cast<c10::DeviceIndex>(vnc_get_device()));
+  }
+  bool isPinnedPtr(const void* p) const override { return PinnedAllocator::contains(p); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned; }
+  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(vnc_device_count()); }
+  void setCurrentDevice(c10::DeviceIndex d) const override { check(vnc_set_device(d)); }
+  c10::DeviceIndex getCurrentDevice() const override { return static_cast<c10::DeviceIndex>(vnc_get_device()); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    auto old = getCurrentDevice();
+    if (d >= 0 && d != old) setCurrentDevice(d);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    auto old = getCurrentDevice();
+    if (d >= 0 && d < deviceCount()) vnc_set_device(d);
+    return old;
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    resize_storage_bytes(storage, newsize);
+  }
+};
+
+}  // namespace
+
+at::Generator& default_generator(c10::DeviceIndex device) {
+  auto& gens = default_generators();
+  if (device < 0) device = static_cast<c10::DeviceIndex>(vnc_get_device());
+  check(vnc_check_device(device));
+  return gens[static_cast<size_t>(device)];
+}
+
+std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen,
+                                             c10::DeviceIndex device, int64_t numel) {
+  auto* g = at::get_generator_or_default<NeuronGenerator>(gen, default_generator(device));
+  std::lock_guard<std::mutex> lock(g->mutex_);
+  uint64_t seed = g->current_seed(), offset = g->get_offset();
+  g->set_offset(offset + vnc_rng_offset_increment(numel));
+  return {seed, offset};
+}
+
+at::Allocator* pinned_allocator() { return &g_pinned; }
+bool is_pinned_ptr(const void* p) { return PinnedAllocator::contains(p); }
+
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+  size_t old_bytes = impl->nbytes();
+  c10::DeviceIndex device = storage.device().index();
+  c10::DeviceGuard guard(storage.device());
+  at::DataPtr fresh = impl->allocator()->allocate(new_bytes);
+  size_t keep = std::min(old_bytes, new_bytes);
+  if (keep && impl->data()) {
+    int64_t n = static_cast<int64_t>(keep);
+    vnc_tensor d = vnc_tensor_contiguous(fresh.get(), VNC_UINT8, 1, &n);
+    vnc_tensor s = vnc_tensor_contiguous(impl->mutable_data(), VNC_UINT8, 1, &n);
+    check(vnc_copy(current_vnc_stream(device), "resize_", &d, &s));
+  }
+  impl->set_data_ptr_noswap(std::move(fresh));  // old block freed: stream-ordered reuse
+  impl->set_nbytes(new_bytes);
+}
+
+void register_backend() {
+  static c10::once_flag once;
+  c10::call_once(once, [] {
+    at::RegisterPrivateUse1HooksInterface(new NeuronHooks());
+    c10::SetAllocator(kNeuron, &g_allocator);
+    static c10::impl::DeviceGuardImplRegistrar reg(kNeuron, new NeuronGuardImpl());
+  });
+}
+
+}  // namespace torch_neuronx

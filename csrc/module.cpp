@@ -1,0 +1,271 @@
+// torch_neuronx._C: the Python entry points of the glue, written against the CPython API
+// (no pybind11, to keep the build short). Every function is a thin call into the runtime
+// or the registration code; Python-facing behaviour lives in torch_neuronx/.
+#include <Python.h>
+
+#include "neuron.h"
+
+#include <torch/csrc/Exceptions.h>
+
+namespace torch_neuronx {
+void set_strict_fallback(bool on);
+bool strict_fallback();
+}  // namespace torch_neuronx
+
+namespace {
+
+using namespace torch_neuronx;
+
+int device_arg(PyObject* arg) {
+  long d = PyLong_AsLong(arg);
+  if (d == -1 && PyErr_Occurred()) throw python_error();
+  check(vnc_check_device(static_cast<int>(d)));
+  return static_cast<int>(d);
+}
+
+PyObject* py_register(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  register_backend();
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_device_count(PyObject*, PyObject*) { return PyLong_FromLong(vnc_device_count()); }
+PyObject* py_is_initialized(PyObject*, PyObject*) { return PyBool_FromLong(vnc_is_initialized()); }
+PyObject* py_in_bad_fork(PyObject*, PyObject*) { return PyBool_FromLong(vnc_in_bad_fork()); }
+PyObject* py_launch_blocking(PyObject*, PyObject*) { return PyBool_FromLong(vnc_launch_blocking()); }
+PyObject* py_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(vnc_num_threads()); }
+
+PyObject* py_init(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  check(vnc_init());
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_get_device(PyObject*, PyObject*) { return PyLong_FromLong(vnc_get_device()); }
+
+PyObject* py_set_device(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  long d = PyLong_AsLong(arg);
+  if (d == -1 && PyErr_Occurred()) return nullptr;
+  check(vnc_set_device(static_cast<int>(d)));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_check_device(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  device_arg(arg);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_synchronize(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  int d = device_arg(arg);
+  vnc_status st;
+  Py_BEGIN_ALLOW_THREADS st = vnc_device_synchronize(d);
+  Py_END_ALLOW_THREADS check(st);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_capacity(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  return PyLong_FromUnsignedLongLong(vnc_device_capacity(device_arg(arg)));
+  END_HANDLE_TH_ERRORS
+}
+
+// Flat CUDA-style keys: "allocated_bytes.all.current", "num_ooms", ...
+PyObject* py_memory_stats(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  vnc_memory_stats s;
+  check(vnc_memory_stats_get(device_arg(arg), &s));
+  PyObject* d = PyDict_New();
+  auto put = [&](const std::string& k, long long v) {
+    PyObject* o = PyLong_FromLongLong(v);
+    PyDict_SetItemString(d, k.c_str(), o);
+    Py_DECREF(o);
+  };
+  const char* pools[VNC_STAT_KINDS] = {"all", "small_pool", "large_pool"};
+  const char* fields[4] = {"current", "peak", "allocated", "freed"};
+  auto put_arr = [&](const char* name, const vnc_stat* a) {
+    for (int k = 0; k < VNC_STAT_KINDS; k++) {
+      const int64_t vals[4] = {a[k].current, a[k].peak, a[k].allocated, a[k].freed};
+      for (int f = 0; f < 4; f++) put(std::string(name) + "." + pools[k] + "." + fields[f], vals[f]);
+    }
+  };
+  put_arr("allocation", s.allocation);
+  put_arr("segment", s.segment);
+  put_arr("active", s.active);
+  put_arr("allocated_bytes", s.allocated_bytes);
+  put_arr("reserved_bytes", s.reserved_bytes);
+  put_arr("active_bytes", s.active_bytes);
+  put_arr("requested_bytes", s.requested_bytes);
+  vnc_stat zero[VNC_STAT_KINDS] = {};
+  put_arr("inactive_split", zero);
+  put_arr("inactive_split_bytes", zero);
+  put("num_alloc_retries", s.num_alloc_retries);
+  put("num_ooms", s.num_ooms);
+  put("num_device_alloc", s.num_device_alloc);
+  put("num_device_free", s.num_device_free);
+  put("num_sync_all_streams", s.num_sync_all_streams);
+  put("max_split_size", -1);
+  put("capacity_bytes", static_cast<long long>(s.capacity));
+  return d;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_empty_cache(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  for (int d = 0; d < vnc_device_count(); d++) check(vnc_empty_cache(d));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_reset_peak(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  check(vnc_memory_reset_peak(device_arg(arg)));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_reset_accumulated(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  check(vnc_memory_reset_accumulated(device_arg(arg)));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// RNG: the default generator of a device. The state is 16 bytes: seed, offset.
+PyObject* py_manual_seed(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* dev;
+  unsigned long long seed;
+  if (!PyArg_ParseTuple(args, "OK", &dev, &seed)) return nullptr;
+  auto& g = default_generator(static_cast<c10::DeviceIndex>(device_arg(dev)));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_current_seed(seed);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_seed(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  auto& g = default_generator(static_cast<c10::DeviceIndex>(device_arg(arg)));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return PyLong_FromUnsignedLongLong(g.seed());
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_initial_seed(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  auto& g = default_generator(static_cast<c10::DeviceIndex>(device_arg(arg)));
+  return PyLong_FromUnsignedLongLong(g.current_seed());
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_get_rng_state(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  auto& g = default_generator(static_cast<c10::DeviceIndex>(device_arg(arg)));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  uint64_t v[2] = {g.current_seed(), g.get_offset()};
+  return PyBytes_FromStringAndSize(reinterpret_cast<const char*>(v), sizeof v);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_set_rng_state(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* dev;
+  const char* buf;
+  Py_ssize_t len;
+  if (!PyArg_ParseTuple(args, "Oy#", &dev, &buf, &len)) return nullptr;
+  TORCH_CHECK(len == 16, "neuron RNG state must be 16 bytes (seed, offset), got ", len);
+  auto& g = default_generator(static_cast<c10::DeviceIndex>(device_arg(dev)));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  uint64_t v[2];
+  std::memcpy(v, buf, sizeof v);
+  g.set_current_seed(v[0]);
+  g.set_offset(v[1]);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_executed_ops(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  auto counts = executed_op_counts();
+  PyObject* d = PyDict_New();
+  for (auto& [name, n] : counts) {
+    PyObject* o = PyLong_FromLongLong(n);
+    PyDict_SetItemString(d, name.c_str(), o);
+    Py_DECREF(o);
+  }
+  return d;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_fallback_ops(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  auto ops = fallback_op_list();
+  PyObject* l = PyList_New(static_cast<Py_ssize_t>(ops.size()));
+  for (size_t i = 0; i < ops.size(); i++)
+    PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyUnicode_FromString(ops[i].c_str()));
+  return l;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_fallback_total(PyObject*, PyObject*) { return PyLong_FromLongLong(fallback_op_total()); }
+
+PyObject* py_clear_op_tracking(PyObject*, PyObject*) {
+  clear_op_tracking();
+  Py_RETURN_NONE;
+}
+
+PyObject* py_set_tracking_paused(PyObject*, PyObject* arg) {
+  bool prev = tracking_paused();
+  set_tracking_paused(PyObject_IsTrue(arg));
+  return PyBool_FromLong(prev);
+}
+
+PyObject* py_set_strict(PyObject*, PyObject* arg) {
+  bool prev = strict_fallback();
+  set_strict_fallback(PyObject_IsTrue(arg));
+  return PyBool_FromLong(prev);
+}
+
+PyMethodDef methods[] = {
+    {"_register", py_register, METH_NOARGS, "Register hooks, guard, allocator (once)."},
+    {"_device_count", py_device_count, METH_NOARGS, nullptr},
+    {"_is_initialized", py_is_initialized, METH_NOARGS, nullptr},
+    {"_in_bad_fork", py_in_bad_fork, METH_NOARGS, nullptr},
+    {"_launch_blocking", py_launch_blocking, METH_NOARGS, nullptr},
+    {"_num_threads", py_num_threads, METH_NOARGS, nullptr},
+    {"_init", py_init, METH_NOARGS, nullptr},
+    {"_get_device", py_get_device, METH_NOARGS, nullptr},
+    {"_set_device", py_set_device, METH_O, nullptr},
+    {"_check_device", py_check_device, METH_O, nullptr},
+    {"_synchronize", py_synchronize, METH_O, nullptr},
+    {"_capacity", py_capacity, METH_O, nullptr},
+    {"_memory_stats", py_memory_stats, METH_O, nullptr},
+    {"_empty_cache", py_empty_cache, METH_NOARGS, nullptr},
+    {"_reset_peak", py_reset_peak, METH_O, nullptr},
+    {"_reset_accumulated", py_reset_accumulated, METH_O, nullptr},
+    {"_manual_seed", py_manual_seed, METH_VARARGS, nullptr},
+    {"_seed", py_seed, METH_O, nullptr},
+    {"_initial_seed", py_initial_seed, METH_O, nullptr},
+    {"_get_rng_state", py_get_rng_state, METH_O, nullptr},
+    {"_set_rng_state", py_set_rng_state, METH_VARARGS, nullptr},
+    {"_executed_ops", py_executed_ops, METH_NOARGS, nullptr},
+    {"_fallback_ops", py_fallback_ops, METH_NOARGS, nullptr},
+    {"_fallback_total", py_fallback_total, METH_NOARGS, nullptr},
+    {"_clear_op_tracking", py_clear_op_tracking, METH_NOARGS, nullptr},
+    {"_set_tracking_paused", py_set_tracking_paused, METH_O, nullptr},
+    {"_set_strict", py_set_strict, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_neuronx._C", "torch_neuronx native glue", -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module_def); }

@@ -1,0 +1,70 @@
+// Internal declarations of the PyTorch glue. The glue only registers with PyTorch and
+// unpacks at::Tensor into the runtime's vnc_tensor; every computation is a runtime call.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/Stream.h>
+
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "vnc/vnc.h"
+}
+
+namespace torch_neuronx {
+
+constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
+
+// Throws the Python exception matching a runtime status: torch.OutOfMemoryError for
+// VNC_ERR_OUT_OF_MEMORY, IndexError-free RuntimeError otherwise, with the runtime's message.
+void raise_status(vnc_status st, const char* what);
+inline void check(vnc_status st, const char* what = nullptr) {
+  if (st != VNC_OK) raise_status(st, what);
+}
+
+// The runtime's view of a tensor (any device): data pointer with storage offset applied,
+// sizes, strides, dtype.
+vnc_tensor to_vnc(const at::TensorBase& t);
+
+// The runtime stream behind a c10::Stream, and back.
+vnc_stream* vnc_stream_of(const c10::Stream& s);
+c10::Stream c10_stream_of(vnc_stream* s);
+// The calling thread's current runtime stream on `device`.
+vnc_stream* current_vnc_stream(c10::DeviceIndex device);
+
+// Runs `release(arg)` on `stream` after all work enqueued so far (cudaLaunchHostFunc's
+// role): used to keep host memory alive until a non_blocking copy has read or written it.
+void keep_alive_until_done(vnc_stream* stream, c10::Storage storage);
+
+// Op tracking (torch_neuronx.get_executed_ops / get_fallback_ops).
+void record_native(const char* op);
+void record_fallback(const std::string& op);
+bool tracking_paused();
+void set_tracking_paused(bool paused);
+std::vector<std::pair<std::string, int64_t>> executed_op_counts();
+std::vector<std::string> fallback_op_list();
+int64_t fallback_op_total();
+void clear_op_tracking();
+
+// Emits the one-per-process warning of the float64 device rule.
+void warn_float64(const char* op);
+
+// Registers hooks, guard, allocator and generators (once; after the Python-side check that
+// the PrivateUse1 slot is free).
+void register_backend();
+
+// Generator state (Philox seed and offset) of `device`'s default generator.
+at::Generator& default_generator(c10::DeviceIndex device);
+// Reserves `numel` elements of Philox counters: returns (seed, offset before the draw).
+std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen,
+                                             c10::DeviceIndex device, int64_t numel);
+
+// Pinned (page-locked stand-in) host allocator.
+at::Allocator* pinned_allocator();
+bool is_pinned_ptr(const void* p);
+
+// Grows `storage` to `new_bytes`, keeping its contents (stream-ordered copy).
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
+
+}  // namespace torch_neuronx

@@ -1,0 +1,630 @@
+// ATen registrations for the neuron dispatch key: tensor creation and views, copies,
+// fill, random fills, and the boxed CPU fallback for every other op. Each kernel unpacks
+// its tensors into vnc_tensor views and calls one runtime function.
+#include "neuron.h"
+
+#include <ATen/Dispatch_v2.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace torch_neuronx {
+
+// ---------------------------------------------------------------- op tracking
+
+namespace {
+
+struct OpCounter {
+  std::string name;
+  std::atomic<int64_t> count{0};
+};
+
+struct Tracking {
+  std::mutex mu;
+  std::deque<OpCounter> counters;  // stable addresses
+  std::unordered_map<std::string, OpCounter*> by_name;
+  std::vector<std::string> fallbacks;  // one entry per invocation, up to kFallbackCap
+  int64_t fallback_total = 0;
+  std::unordered_set<std::string> warned;
+};
+
+constexpr size_t kFallbackCap = 100000;
+
+Tracking& tracking() {
+  static Tracking* t = new Tracking();  // leaked: used during interpreter teardown
+  return *t;
+}
+
+thread_local bool g_paused = false;
+
+OpCounter* counter_for(const std::string& name) {
+  auto& t = tracking();
+  std::lock_guard<std::mutex> g(t.mu);
+  auto it = t.by_name.find(name);
+  if (it != t.by_name.end()) return it->second;
+  t.counters.emplace_back();
+  OpCounter* c = &t.counters.back();
+  c->name = name;
+  t.by_name.emplace(name, c);
+  return c;
+}
+
+}  // namespace
+
+// Counts one native execution of `op`; the counter is looked up once per call site.
+#define NEURON_TRACK(op)                              \
+  do {                                                \
+    static OpCounter* counter_ = counter_for(op);     \
+    if (!g_paused) counter_->count.fetch_add(1, std::memory_order_relaxed); \
+  } while (0)
+
+void record_native(const char* op) {
+  if (!g_paused) counter_for(op)->count.fetch_add(1, std::memory_order_relaxed);
+}
+
+void record_fallback(const std::string& op) {
+  if (g_paused) return;
+  auto& t = tracking();
+  bool first;
+  {
+    std::lock_guard<std::mutex> g(t.mu);
+    t.fallback_total++;
+    if (t.fallbacks.size() < kFallbackCap) t.fallbacks.push_back(op);
+    first = t.warned.insert(op).second;
+  }
+  if (first) TORCH_WARN("Operator '", op, "' executed via CPU fallback");
+}
+
+bool tracking_paused() { return g_paused; }
+void set_tracking_paused(bool paused) { g_paused = paused; }
+
+std::vector<std::pair<std::string, int64_t>> executed_op_counts() {
+  auto& t = tracking();
+  std::lock_guard<std::mutex> g(t.mu);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (auto& c : t.counters) {
+    int64_t n = c.count.load();
+    if (n) out.emplace_back(c.name, n);
+  }
+  return out;
+}
+
+std::vector<std::string> fallback_op_list() {
+  auto& t = tracking();
+  std::lock_guard<std::mutex> g(t.mu);
+  return t.fallbacks;
+}
+
+int64_t fallback_op_total() {
+  auto& t = tracking();
+  std::lock_guard<std::mutex> g(t.mu);
+  return t.fallback_total;
+}
+
+void clear_op_tracking() {
+  auto& t = tracking();
+  std::lock_guard<std::mutex> g(t.mu);
+  for (auto& c : t.counters) c.count = 0;
+  t.fallbacks.clear();
+  t.fallback_total = 0;
+}
+
+void warn_float64(const char* op) {
+  static std::atomic<bool> warned{false};
+  if (!g_paused && !warned.exchange(true))
+    TORCH_WARN("float64 is not natively supported on neuron: ", op,
+               " (and every later float64 op) executed as float32 on neuron; inputs are "
+               "rounded to float32 and results stored as float64");
+}
+
+namespace {
+
+bool strict_from_env() {
+  const char* v = std::getenv("TORCH_NEURONX_STRICT");
+  return v && std::strcmp(v, "1") == 0;
+}
+std::atomic<bool> g_strict{strict_from_env()};
+
+}  // namespace
+
+void set_strict_fallback(bool on) { g_strict = on; }
+bool strict_fallback() { return g_strict; }
+
+// ---------------------------------------------------------------- creation and views
+
+namespace {
+
+constexpr c10::DispatchKeySet kNeuronKeys(c10::DispatchKey::PrivateUse1);
+
+c10::DeviceIndex index_of(const c10::Device& d) {
+  return d.has_index() ? d.index() : static_cast<c10::DeviceIndex>(vnc_get_device());
+}
+
+void check_empty_args(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "neuron supports only the strided layout, got ", c10::layout_or_default(layout));
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU tensors can be pinned");
+}
+
+at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_empty_args(layout, pin_memory);
+  c10::DeviceGuard guard(c10::Device(kNeuron, index_of(c10::device_or_default(device))));
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), c10::GetAllocator(kNeuron),
+                                   kNeuronKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_empty_args(layout, pin_memory);
+  c10::DeviceGuard guard(c10::Device(kNeuron, index_of(c10::device_or_default(device))));
+  return at::detail::empty_strided_generic(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+                                           c10::GetAllocator(kNeuron), kNeuronKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  std::optional<int64_t> off;
+  if (storage_offset) off = storage_offset->expect_int();
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size),
+                                           C10_AS_INTARRAYREF_SLOW(stride), off);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// Makes the storage large enough for self's sizes, strides and offset.
+void ensure_storage(const at::Tensor& self) {
+  size_t need = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.itemsize(),
+                                                 self.storage_offset());
+  if (self.numel() == 0) need = 0;
+  if (need > self.storage().nbytes()) resize_storage_bytes(self.storage(), need);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  NEURON_TRACK("aten::resize_");
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  for (auto s : sizes) TORCH_CHECK(s >= 0, "resize_: negative dimension ", s, " in size ", sizes);
+  auto* impl = self.unsafeGetTensorImpl();
+  if (self.sizes() != sizes) impl->set_sizes_contiguous(sizes);
+  if (memory_format && *memory_format != c10::MemoryFormat::Preserve)
+    impl->empty_tensor_restride(*memory_format);
+  ensure_storage(self);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage source, c10::SymInt storage_offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  TORCH_CHECK(source.device() == self.device(), "set_: expected a storage on ", self.device(),
+              " but got one on ", source.device());
+  int64_t offset = storage_offset.expect_int();
+  TORCH_CHECK(offset >= 0, "set_: storage offset must be non-negative, got ", offset);
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!self.storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  if (stride.data() == nullptr || stride.empty() && !sizes.empty())
+    impl->set_sizes_contiguous(sizes);
+  else
+    impl->set_sizes_and_strides(sizes, C10_AS_INTARRAYREF_SLOW(stride));
+  ensure_storage(self);
+  return self;
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(kNeuron), true);
+  return set_storage(self, empty, 0, c10::SymIntArrayRef({c10::SymInt(0)}), {});
+}
+
+// ---------------------------------------------------------------- copies
+
+vnc_stream* stream_for(const at::Tensor& t) { return current_vnc_stream(t.device().index()); }
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  NEURON_TRACK("aten::copy_");
+  if (dst.numel() == 0) return dst;
+  TORCH_CHECK(!dst.is_conj() && !dst.is_neg(), "copy_ into a tensor with the conj/neg bit set is not supported on neuron");
+  at::Tensor src = self.resolve_conj().resolve_neg();
+  if (src.is_complex() && !dst.is_complex())
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  vnc_tensor d = to_vnc(dst), s = to_vnc(src);
+  bool dst_dev = dst.device().type() == kNeuron, src_dev = src.device().type() == kNeuron;
+  if (dst_dev && src_dev) {
+    c10::DeviceGuard guard(dst.device());
+    vnc_stream* stream = stream_for(dst);
+    if (dst.device() == src.device()) {
+      if (d.data == s.data && dst.strides() == src.strides() && dst.sizes() == src.sizes() &&
+          dst.scalar_type() == src.scalar_type())
+        return dst;
+      at::assert_no_internal_overlap(dst);
+      at::assert_no_partial_overlap(dst, src);
+    } else {
+      // Cross-core: the copy runs on dst's stream after src's pending work.
+      vnc_event* ev = nullptr;
+      check(vnc_event_create(0, &ev));
+      vnc_status st = vnc_event_record(ev, stream_for(src));
+      if (st == VNC_OK) st = vnc_stream_wait_event(stream, ev);
+      vnc_event_destroy(ev);
+      check(st);
+      c10::impl::getDeviceGuardImpl(kNeuron)->recordDataPtrOnStream(src.storage().data_ptr(),
+                                                                   c10_stream_of(stream));
+    }
+    check(vnc_copy(stream, "aten::copy_", &d, &s));
+    return dst;
+  }
+  TORCH_INTERNAL_ASSERT(dst_dev || src_dev, "_copy_from called without a neuron tensor");
+  const at::Tensor& dev = dst_dev ? dst : src;
+  const at::Tensor& host = dst_dev ? src : dst;
+  TORCH_CHECK(host.is_cpu(), "copy_ between ", src.device(), " and ", dst.device(), " is not supported");
+  c10::DeviceGuard guard(dev.device());
+  vnc_stream* stream = stream_for(dev);
+  check(vnc_copy(stream, "aten::copy_", &d, &s));
+  if (non_blocking && is_pinned_ptr(host.storage().data())) {
+    keep_alive_until_done(stream, host.storage());  // the copy reads/writes it later
+  } else {
+    check(vnc_stream_synchronize(stream));  // pageable memory: synchronous, like CUDA
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  NEURON_TRACK("aten::_local_scalar_dense");
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  vnc_tensor d = to_vnc(host), s = to_vnc(self);
+  s.ndim = 0;
+  c10::DeviceGuard guard(self.device());
+  vnc_stream* stream = stream_for(self);
+  check(vnc_copy(stream, "aten::_local_scalar_dense", &d, &s));
+  check(vnc_stream_synchronize(stream));
+  return host.item();
+}
+
+// ---------------------------------------------------------------- fill
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  NEURON_TRACK("aten::fill_");
+  if (self.numel() == 0) return self;
+  at::assert_no_internal_overlap(self);
+  unsigned char bytes[16];
+  at::ScalarType st = self.scalar_type();
+  if (st == at::kDouble) {
+    warn_float64("aten::fill_");
+    double v = static_cast<double>(value.to<float>());
+    std::memcpy(bytes, &v, sizeof v);
+  } else {
+    AT_DISPATCH_V2(st, "fill_", AT_WRAP([&] {
+                     scalar_t v = value.to<scalar_t>();
+                     std::memcpy(bytes, &v, sizeof v);
+                   }),
+                   AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool);
+  }
+  vnc_tensor t = to_vnc(self);
+  c10::DeviceGuard guard(self.device());
+  check(vnc_fill(stream_for(self), "aten::fill_", &t, bytes));
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  return fill_scalar(self, value.item());
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+// ---------------------------------------------------------------- random fills
+
+template <typename F>
+at::Tensor& random_fill(at::Tensor& self, const char* op, const std::optional<at::Generator>& gen, F launch) {
+  if (self.numel() == 0) return self;
+  if (self.scalar_type() == at::kDouble) warn_float64(op);
+  c10::DeviceGuard guard(self.device());
+  auto [seed, offset] = philox_reserve(gen, self.device().index(), self.numel());
+  vnc_tensor t = to_vnc(self);
+  check(launch(stream_for(self), &t, seed, offset));
+  return self;
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::uniform_");
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
+              " > to=", to);
+  return random_fill(self, "aten::uniform_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_uniform(s, t, from, to, seed, off);
+  });
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::normal_");
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  return random_fill(self, "aten::normal_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_normal(s, t, mean, std, seed, off);
+  });
+}
+
+at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::exponential_");
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  return random_fill(self, "aten::exponential_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_exponential(s, t, lambd, seed, off);
+  });
+}
+
+// Largest value random_() draws by default: 2^digits for floating types (float64 by the
+// float32 rule), the type's maximum for integers (as ATen's random_from_to).
+int64_t random_default_max(at::ScalarType st) {
+  switch (st) {
+    case at::kBool: return 1;
+    case at::kHalf: return int64_t{1} << 11;
+    case at::kBFloat16: return int64_t{1} << 8;
+    case at::kFloat:
+    case at::kDouble: return int64_t{1} << 24;
+    default: {
+      int64_t m = 0;
+      AT_DISPATCH_V2(st, "random_", AT_WRAP([&] { m = static_cast<int64_t>(std::numeric_limits<scalar_t>::max()); }),
+                     AT_EXPAND(AT_INTEGRAL_TYPES));
+      return m;
+    }
+  }
+}
+
+at::Tensor& random_range(at::Tensor& self, int64_t from, std::optional<int64_t> to_opt,
+                         std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::random_");
+  TORCH_CHECK(!self.is_complex(), "random_ is not implemented for complex tensors");
+  uint64_t range;
+  if (to_opt) {
+    TORCH_CHECK(from < *to_opt, "random_ expects 'from' to be less than 'to', but got from=", from,
+                " >= to=", *to_opt);
+    range = static_cast<uint64_t>(*to_opt) - static_cast<uint64_t>(from);
+  } else {
+    int64_t hi = random_default_max(self.scalar_type());
+    TORCH_CHECK(from <= hi, "random_ expects 'from' to be at most ", hi, ", but got from=", from);
+    range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(from) + 1;  // 0 means 2^64
+  }
+  return random_fill(self, "aten::random_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_random(s, t, from, range, seed, off);
+  });
+}
+
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
+  return random_range(self, from, to, gen);
+}
+at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  return random_range(self, 0, to, gen);
+}
+at::Tensor& random_default(at::Tensor& self, std::optional<at::Generator> gen) {
+  return random_range(self, 0, std::nullopt, gen);
+}
+
+at::Tensor& bernoulli_scalar(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::bernoulli_");
+  TORCH_CHECK(p >= 0.0 && p <= 1.0, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  return random_fill(self, "aten::bernoulli_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_bernoulli(s, t, p, nullptr, seed, off);
+  });
+}
+
+at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p_, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::bernoulli_");
+  at::Tensor p = p_.to(self.device());
+  vnc_tensor pv = to_vnc(p);
+  return random_fill(self, "aten::bernoulli_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_bernoulli(s, t, 0.0, &pv, seed, off);
+  });
+}
+
+// ---------------------------------------------------------------- boxed CPU fallback
+
+std::string device_str(const c10::Device& d) { return d.str(); }
+
+// Calls f(tensor) for every defined tensor inside an IValue.
+template <typename F>
+void for_each_tensor(const c10::IValue& v, F f) {
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) f(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec())
+      if (t.defined()) f(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor() && e.toTensor().defined()) f(e.toTensor());
+  }
+}
+
+// Returns v with every tensor replaced by g(tensor).
+template <typename G>
+c10::IValue map_tensors(const c10::IValue& v, G g) {
+  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(g(v.toTensor())) : v;
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList().vec()) out.push_back(t.defined() ? g(t) : t);
+    return out;
+  }
+  if (v.isList() && v.type()->containedType(0)->kind() == c10::TypeKind::OptionalType) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef())
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(g(e.toTensor())) : std::nullopt);
+    return out;
+  }
+  return v;
+}
+
+at::Tensor to_host(const at::Tensor& t, bool& saw_f64) {
+  if (t.device().type() != kNeuron) return t;
+  at::Tensor h = t.to(at::kCPU);
+  if (h.scalar_type() == at::kDouble) {
+    saw_f64 = true;
+    h = h.to(at::kFloat).to(at::kDouble);  // the float64 device rule: inputs rounded to float32
+  }
+  return h;
+}
+
+at::Tensor round_f64(const at::Tensor& t, const char* op) {
+  if (t.scalar_type() != at::kDouble) return t;
+  warn_float64(op);
+  return t.to(at::kFloat).to(at::kDouble);
+}
+
+bool same_alias_set(const c10::AliasInfo* a, const c10::AliasInfo* b) {
+  return a && b && a->beforeSets() == b->beforeSets();
+}
+
+void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const std::string name = schema.operator_name().name;
+  for (const auto& ret : schema.returns())
+    TORCH_CHECK(!(ret.alias_info() && !ret.alias_info()->isWrite()), "Operator '", name,
+                "' returns a view but has no neuron kernel; the CPU fallback cannot keep its "
+                "aliasing. Please report this as a bug of torch_neuronx.");
+  TORCH_CHECK_NOT_IMPLEMENTED(!g_strict, "Operator '", name,
+                              "' has no native neuron kernel and TORCH_NEURONX_STRICT=1 forbids "
+                              "its CPU fallback");
+  const auto& args_schema = schema.arguments();
+  const size_t nargs = args_schema.size();
+  const size_t base = stack->size() - nargs;
+
+  // Devices: every neuron tensor on one core; CPU tensors only as 0-dim scalars (or indices).
+  std::optional<c10::Device> target;
+  bool has_neuron_tensor = false;
+  for (size_t i = 0; i < nargs; i++) {
+    const c10::IValue& v = (*stack)[base + i];
+    if (v.isDevice() && v.toDevice().type() == kNeuron && !target)
+      target = c10::Device(kNeuron, index_of(v.toDevice()));
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      if (t.device().type() != kNeuron) return;
+      has_neuron_tensor = true;
+      if (!target) target = t.device();
+      TORCH_CHECK(*target == t.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+                  device_str(*target), " and ", device_str(t.device()), "! (in ", name, ")");
+    });
+  }
+  if (!target) target = c10::Device(kNeuron, static_cast<c10::DeviceIndex>(vnc_get_device()));
+  for (size_t i = 0; has_neuron_tensor && i < nargs; i++) {
+    if (args_schema[i].name() == "indices") continue;  // CPU indices are accepted, as on CUDA
+    for_each_tensor((*stack)[base + i], [&](const at::Tensor& t) {
+      TORCH_CHECK(!(t.is_cpu() && t.dim() > 0),
+                  "Expected all tensors to be on the same device, but found at least two devices, ",
+                  device_str(*target), " and cpu! (in ", name, ", argument '", args_schema[i].name(), "')");
+    });
+  }
+  record_fallback(name);
+
+  // Move arguments to the host, remembering the neuron tensors the op mutates.
+  bool saw_f64 = false;
+  std::vector<std::pair<c10::IValue, c10::IValue>> mutated;  // (original, host copy)
+  for (size_t i = 0; i < nargs; i++) {
+    c10::IValue& v = (*stack)[base + i];
+    if (v.isDevice() && v.toDevice().type() == kNeuron) {
+      v = c10::Device(at::kCPU);
+      continue;
+    }
+    c10::IValue host = map_tensors(v, [&](const at::Tensor& t) { return to_host(t, saw_f64); });
+    const auto* alias = args_schema[i].alias_info();
+    if (alias && alias->isWrite()) mutated.emplace_back(v, host);
+    v = std::move(host);
+  }
+  if (saw_f64) warn_float64(name.c_str());
+
+  op.callBoxed(stack);
+
+  // Write mutated arguments back (resizing out= tensors), then move new results over.
+  for (auto& [orig, host] : mutated) {
+    std::vector<at::Tensor> os, hs;
+    for_each_tensor(orig, [&](const at::Tensor& t) { os.push_back(t); });
+    for_each_tensor(host, [&](const at::Tensor& t) { hs.push_back(t); });
+    for (size_t k = 0; k < os.size() && k < hs.size(); k++)
+      if (os[k].device().type() == kNeuron) at::_copy_from_and_resize(round_f64(hs[k], name.c_str()), os[k]);
+  }
+  const auto& rets = schema.returns();
+  const size_t rbase = stack->size() - rets.size();
+  for (size_t r = 0; r < rets.size(); r++) {
+    c10::IValue& v = (*stack)[rbase + r];
+    const auto* ralias = rets[r].alias_info();
+    if (ralias && ralias->isWrite()) {
+      for (size_t i = 0, m = 0; i < nargs; i++) {
+        const auto* aalias = args_schema[i].alias_info();
+        if (!(aalias && aalias->isWrite())) continue;
+        if (same_alias_set(aalias, ralias)) {
+          v = mutated[m].first;
+          break;
+        }
+        m++;
+      }
+      continue;
+    }
+    v = map_tensors(v, [&](const at::Tensor& t) { return round_f64(t, name.c_str()).to(*target); });
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
+  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
+  m.impl("zero_", TORCH_FN(zero_));
+  m.impl("uniform_", TORCH_FN(uniform_));
+  m.impl("normal_", TORCH_FN(normal_));
+  m.impl("exponential_", TORCH_FN(exponential_));
+  m.impl("random_.from", TORCH_FN(random_from));
+  m.impl("random_.to", TORCH_FN(random_to));
+  m.impl("random_", TORCH_FN(random_default));
+  m.impl("bernoulli_.float", TORCH_FN(bernoulli_scalar));
+  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor));
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+}
+
+}  // namespace torch_neuronx

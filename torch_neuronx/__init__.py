@@ -1,0 +1,119 @@
+"""torch_neuronx: the ``neuron`` PyTorch device, backed by a virtual NeuronCore runtime in C.
+
+Installing the package is enough: PyTorch's ``torch.backends`` entry point calls
+:func:`_autoload` during ``import torch`` (``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off;
+``import torch_neuronx`` then registers the device). Afterwards ``torch.device("neuron")``,
+``tensor.to("neuron")``, ``torch.neuron.*`` and ``torch.accelerator`` work.
+
+This module re-exports the ``torch.neuron`` functions and adds op tracking:
+:func:`get_fallback_ops`, :func:`get_executed_ops`, :func:`get_executed_op_counts`,
+:func:`clear_op_tracking`.
+"""
+from __future__ import annotations
+
+import torch
+
+__version__ = "0.1.0"
+
+_registered = False
+
+
+def _check_slot_free() -> None:
+    """Raise if another package already owns PyTorch's PrivateUse1 device slot."""
+    name = torch._C._get_privateuse1_backend_name()
+    owner = getattr(getattr(torch, name, None), "__name__", None) if name != "privateuseone" else None
+    if name == "privateuseone" or owner == "torch_neuronx.device":
+        return
+    raise RuntimeError(
+        f"PyTorch's PrivateUse1 device slot is already claimed by '{name}'"
+        + (f" (device module {owner})" if owner else "")
+        + ": torch_neuronx cannot register the 'neuron' device in this process. Uninstall or "
+        "disable the other backend (for AWS's torch-neuronx, use a separate environment), or set "
+        "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and do not import torch_neuronx."
+    )
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    _check_slot_free()
+    from . import _C  # loading the extension registers the ATen kernels and the fallback
+
+    _C._register()
+    if torch._C._get_privateuse1_backend_name() != "neuron":
+        torch.utils.rename_privateuse1_backend("neuron")
+    from . import device as _device_module
+
+    torch._register_device_module("neuron", _device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True, unsupported_dtype=None
+    )
+    _install_print_hook()
+    _registered = True
+
+
+def _install_print_hook() -> None:
+    """Printing a neuron tensor is a host read: its internal ops are not tracked."""
+    import torch._tensor_str as tensor_str
+
+    original = tensor_str._str
+    if getattr(original, "_neuron_hook", False):
+        return
+    from . import _C
+
+    def _str(self, *, tensor_contents=None):
+        if self.device.type != "neuron":
+            return original(self, tensor_contents=tensor_contents)
+        prev = _C._set_tracking_paused(True)
+        try:
+            return original(self, tensor_contents=tensor_contents)
+        finally:
+            _C._set_tracking_paused(prev)
+
+    _str._neuron_hook = True
+    tensor_str._str = _str
+
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group (called by ``import torch``)."""
+    _register()
+
+
+_register()
+
+from .device import *  # noqa: E402,F401,F403
+from .device import _is_in_bad_fork  # noqa: E402,F401
+from . import _C  # noqa: E402
+
+
+def get_fallback_ops() -> list[str]:
+    """Ops that ran through the CPU fallback, one ``"aten::<name>"`` entry per invocation, in
+    order (the list keeps the first 100,000; :func:`get_fallback_op_count` counts all)."""
+    return _C._fallback_ops()
+
+
+def get_fallback_op_count() -> int:
+    """Number of CPU-fallback invocations since start or :func:`clear_op_tracking`."""
+    return _C._fallback_total()
+
+
+def get_executed_ops() -> list[str]:
+    """Distinct ops executed by native neuron kernels (``"aten::<name>"``), sorted."""
+    return sorted(_C._executed_ops())
+
+
+def get_executed_op_counts() -> dict[str, int]:
+    """Native executions per op name since start or :func:`clear_op_tracking`."""
+    return dict(sorted(_C._executed_ops().items()))
+
+
+def clear_op_tracking() -> None:
+    """Reset the fallback list and the native execution counters."""
+    _C._clear_op_tracking()
+
+
+def set_strict_fallback(enabled: bool) -> bool:
+    """Turn strict mode on or off (env ``TORCH_NEURONX_STRICT=1`` sets it at start): each CPU
+    fallback then raises ``NotImplementedError`` naming the op. Returns the previous mode."""
+    return _C._set_strict(bool(enabled))
