@@ -241,6 +241,11 @@ std::vector<at::Generator>& default_generators() {
 
 // ---------------------------------------------------------------- device guard
 
+// A device without an index means the current one.
+c10::DeviceIndex index_or_current(c10::Device d) {
+  return d.has_index() ? d.index() : static_cast<c10::DeviceIndex>(vnc_get_device());
+}
+
 struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   NeuronGuardImpl() = default;
   explicit NeuronGuardImpl(c10::DeviceType t) { TORCH_INTERNAL_ASSERT(t == kNeuron); }
@@ -258,13 +263,15 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     check(vnc_set_device(d.index()));
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override { vnc_set_device(d.index()); }
-  c10::Stream getStream(c10::Device d) const override { return c10_stream_of(current_vnc_stream(d.index())); }
+  c10::Stream getStream(c10::Device d) const override {
+    return c10_stream_of(current_vnc_stream(index_or_current(d)));
+  }
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNeuron, d.index()));
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNeuron, index_or_current(d)));
   }
   c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
     vnc_stream* s = nullptr;
-    check(vnc_stream_from_pool(d.index(), &s));
+    check(vnc_stream_from_pool(index_or_current(d), &s));
     return c10_stream_of(s);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high_priority*/) const override {

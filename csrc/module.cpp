@@ -234,6 +234,26 @@ PyObject* py_set_strict(PyObject*, PyObject* arg) {
   return PyBool_FromLong(prev);
 }
 
+// Test hook: enqueues a task that fails with `message` on the current stream of `device`, to
+// exercise sticky asynchronous errors before any kernel can fail on bad data.
+vnc_status failing_task(void* payload) {
+  return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s", static_cast<const char*>(payload));
+}
+
+PyObject* py_debug_enqueue_failure(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* dev;
+  const char* op;
+  const char* message;
+  if (!PyArg_ParseTuple(args, "Oss", &dev, &op, &message)) return nullptr;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s", message);
+  vnc_stream* s = current_vnc_stream(static_cast<c10::DeviceIndex>(device_arg(dev)));
+  check(vnc_launch(s, op, failing_task, buf, sizeof buf, nullptr));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"_register", py_register, METH_NOARGS, "Register hooks, guard, allocator (once)."},
     {"_device_count", py_device_count, METH_NOARGS, nullptr},
@@ -262,6 +282,7 @@ PyMethodDef methods[] = {
     {"_clear_op_tracking", py_clear_op_tracking, METH_NOARGS, nullptr},
     {"_set_tracking_paused", py_set_tracking_paused, METH_O, nullptr},
     {"_set_strict", py_set_strict, METH_O, nullptr},
+    {"_debug_enqueue_failure", py_debug_enqueue_failure, METH_VARARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_neuronx._C", "torch_neuronx native glue", -1, methods};

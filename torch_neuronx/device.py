@@ -170,45 +170,53 @@ def _parse_visible() -> list[int] | None:
 # ---------------------------------------------------------------- streams and events
 
 
-class Stream(torch.Stream):
+class _NeuronKind(type):
+    """isinstance(x, torch.neuron.Stream) holds for any neuron ``torch.Stream`` (and likewise
+    for events): the factories below return PyTorch's own classes, which its C++ checks need."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls._base) and obj.device.type == "neuron"
+
+
+class Stream(metaclass=_NeuronKind):
     """An in-order queue of a neuron device, run by its own worker thread.
 
-    ``Stream(device=None, priority=0)`` takes the next stream of the device's pool (round
-    robin, as CUDA's pool); ``priority`` is accepted for compatibility and has no effect.
+    ``Stream(device=None, priority=0)`` returns a ``torch.Stream`` taken from the device's pool
+    of streams (round robin, as CUDA's pool); ``priority`` is accepted and has no effect.
     """
+
+    _base = torch.Stream
 
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
         if kwargs:  # (stream_id, device_index, device_type) form
-            return super().__new__(cls, priority=priority, **kwargs)
-        return super().__new__(cls, device=torch.device("neuron", _index(device)), priority=priority)
+            return torch.Stream(priority=priority, **kwargs)
+        return torch.Stream(device=torch.device("neuron", _index(device)), priority=priority)
 
 
-class Event(torch.Event):
-    """A marker in a stream: ``record``, ``wait``, ``query``, ``synchronize``,
-    ``elapsed_time`` (milliseconds; needs ``enable_timing=True`` on both events)."""
+class Event(metaclass=_NeuronKind):
+    """A marker in a stream (a ``torch.Event``): ``record``, ``wait``, ``query``,
+    ``synchronize``, ``elapsed_time`` (milliseconds; needs ``enable_timing=True`` on both)."""
+
+    _base = torch.Event
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         if interprocess:
             raise ValueError("neuron events do not support interprocess=True")
-        return super().__new__(cls, device="neuron", enable_timing=enable_timing, blocking=blocking)
+        return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking)
 
 
-def _wrap(s: torch.Stream) -> Stream:
-    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
-
-
-def current_stream(device: Any = None) -> Stream:
+def current_stream(device: Any = None) -> torch.Stream:
     """The calling thread's current stream of ``device`` (default stream unless set)."""
     init()
-    return _wrap(torch.accelerator.current_stream(_index(device)))
+    return torch.accelerator.current_stream(_index(device))
 
 
-def default_stream(device: Any = None) -> Stream:
+def default_stream(device: Any = None) -> torch.Stream:
     """Stream 0 of ``device``: where work goes unless another stream is current."""
     init()
     idx = _index(device)
     device_type = torch.accelerator.current_stream(idx).device_type
-    return Stream(stream_id=0, device_index=idx, device_type=device_type)
+    return torch.Stream(stream_id=0, device_index=idx, device_type=device_type)
 
 
 def set_stream(stream: torch.Stream) -> None:

@@ -1,0 +1,54 @@
+# Every target sets up what it needs on a fresh machine: a venv with pinned dependencies,
+# then an incremental build (ccache when present). `make test` is what CI runs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+JOBS ?= $(shell nproc)
+SOURCES := CMakeLists.txt pyproject.toml $(shell find runtime csrc -name '*.[ch]' -o -name '*.cpp' -o -name 'CMakeLists.txt')
+PYTEST_ARGS ?=
+
+.PHONY: setup build test test-c test-asan test-py demo bench clean
+
+setup: .stamp-build
+
+$(VENV)/.stamp-deps: requirements-dev.txt
+	@command -v ccache >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get install -y -q ccache >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q ccache >/dev/null 2>&1)); } || \
+	  echo "note: ccache not available; building without it"
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -r requirements-dev.txt
+	touch $@
+
+# Autoload off while building: a broken earlier build must not stop its own rebuild.
+.stamp-build: $(VENV)/.stamp-deps $(SOURCES)
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PIP) install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+build: .stamp-build
+
+# C runtime tests (ctest), plain and under AddressSanitizer + UBSan.
+test-c: $(VENV)/.stamp-deps
+	cmake -S runtime -B build/runtime -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build/runtime -j $(JOBS)
+	cd build/runtime && ctest --output-on-failure
+
+test-asan: $(VENV)/.stamp-deps
+	cmake -S runtime -B build/runtime-asan -DVNC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build build/runtime-asan -j $(JOBS)
+	cd build/runtime-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+
+test-py: .stamp-build
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test: test-c test-asan test-py
+
+demo: .stamp-build
+	$(PY) examples/quickstart.py
+
+bench: .stamp-build
+	$(PY) bench/bench_device.py
+
+clean:
+	rm -rf build .stamp-build $(VENV)/.stamp-deps

@@ -1,0 +1,56 @@
+"""Shared helpers: a subprocess runner for behaviour that is per-process (autoload, env
+vars, one-time warnings, fork) and bitwise comparison against CPU PyTorch."""
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+import torch
+
+import torch_neuronx  # noqa: F401  (explicit, so the suite also runs with autoload off)
+
+
+def run_py(code: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter; returns the completed process (text output)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(textwrap.dedent(code))  # a file, so that `spawn` children can import __main__
+    try:
+        proc = subprocess.run([sys.executable, f.name], env=full_env, capture_output=True,
+                              text=True, timeout=300)
+    finally:
+        os.unlink(f.name)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def assert_bitwise_equal(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Same shape, dtype and bytes (signed zeros and infinities included). NaNs must sit at
+    the same places; their payload bits are not compared, since CPU PyTorch itself yields
+    different NaN payloads for the same cast depending on layout (vectorised or not)."""
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    a = actual.detach().cpu().contiguous().reshape(-1)
+    e = expected.detach().cpu().contiguous().reshape(-1)
+    if a.is_complex():
+        a, e = torch.view_as_real(a), torch.view_as_real(e)
+    if a.dtype == torch.bool:
+        assert torch.equal(a, e)
+        return
+    if a.is_floating_point():
+        nan_a, nan_e = torch.isnan(a), torch.isnan(e)
+        assert torch.equal(nan_a, nan_e), (actual, expected)
+        a, e = a[~nan_a], e[~nan_e]
+    assert torch.equal(a.view(torch.uint8), e.view(torch.uint8)), (actual, expected)
+
+
+@pytest.fixture
+def neuron():
+    """The device under test, with op tracking cleared and all queued work finished after."""
+    torch_neuronx.clear_op_tracking()
+    yield torch.device("neuron:0")
+    torch.neuron.synchronize()

@@ -1,0 +1,183 @@
+"""Copies CPU->neuron, neuron->CPU and neuron->neuron for every dtype pair and every layout
+kind (contiguous, transposed, sliced with step, expanded, storage offset, 0-dim, zero-size),
+compared bitwise with CPU PyTorch's own conversion."""
+import warnings
+
+import pytest
+import torch
+
+from conftest import assert_bitwise_equal
+
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool,
+          torch.bfloat16]
+FLOATING = {torch.float16, torch.float32, torch.float64, torch.bfloat16}
+COMPLEX = {torch.complex64, torch.complex128}
+
+# Finite values inside every integer range (casts out of range are undefined in C++ too).
+SAFE = [-100.0, -3.0, -1.0, -0.0, 0.0, 0.5, 1.0, 1.7, 2.0, 7.25, 99.9, 100.0, -2.5, 42.0]
+SPECIAL = [float("inf"), float("-inf"), float("nan"), 65520.0, 1e-8, 3.0e38, -1e-45]
+
+# Each layout: (shape of the base tensor, function making the view under test).
+LAYOUTS = {
+    "contiguous": ((3, 4, 5), lambda t: t),
+    "transposed": ((5, 4, 3), lambda t: t.permute(2, 1, 0)),
+    "sliced_step": ((6, 8, 10), lambda t: t[::2, 1::2, ::2]),
+    "expanded": ((1, 4, 1), lambda t: t.expand(3, 4, 5)),
+    "offset": ((70,), lambda t: t[10:70].view(3, 4, 5)),
+    "zero_dim": ((7,), lambda t: t[3]),
+    "zero_size": ((4, 0, 5), lambda t: t),
+}
+
+
+def source(dtype, shape, special=False):
+    n = 1
+    for s in shape:
+        n *= s
+    vals = SAFE + SPECIAL if special else SAFE
+    flat = torch.tensor([vals[i % len(vals)] for i in range(n)], dtype=torch.float64)
+    if dtype in COMPLEX:
+        flat = torch.complex(flat, flat.flip(0) * 0.5)
+    if dtype == torch.uint8:
+        flat = flat.abs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return flat.reshape(shape).to(dtype)
+
+
+def cast(t, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # complex -> real discards the imaginary part
+        return t.to(dtype)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("src_dtype", DTYPES, ids=str)
+def test_copy_matrix(layout, src_dtype, neuron):
+    shape, view = LAYOUTS[layout]
+    base_cpu = source(src_dtype, shape)
+    src_cpu = view(base_cpu)
+    src_dev = view(base_cpu.to(neuron))  # same strides and offset on the device
+    assert src_dev.stride() == src_cpu.stride()
+    assert_bitwise_equal(src_dev.cpu(), src_cpu)  # neuron -> CPU, strided source
+    for dst_dtype in DTYPES:
+        expected = cast(src_cpu, dst_dtype)
+        assert_bitwise_equal(cast(src_dev, dst_dtype), expected)  # on-device cast, strided
+        if layout in ("expanded",):
+            continue  # an expanded destination overlaps itself: not writable
+        dst_dev = view(torch.empty(shape, dtype=dst_dtype, device=neuron))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dst_dev.copy_(src_cpu)  # CPU -> neuron into a strided destination, with a cast
+        assert_bitwise_equal(dst_dev, expected)
+
+
+@pytest.mark.parametrize("src_dtype", sorted(FLOATING | COMPLEX, key=str), ids=str)
+def test_special_values(src_dtype, neuron):
+    src_cpu = source(src_dtype, (len(SAFE) + len(SPECIAL),), special=True)
+    src_dev = src_cpu.to(neuron)
+    for dst_dtype in sorted(FLOATING | COMPLEX, key=str) + [torch.bool]:
+        assert_bitwise_equal(cast(src_dev, dst_dtype), cast(src_cpu, dst_dtype))
+
+
+def test_negative_float_to_uint8_matches_cpu(neuron):
+    x = torch.tensor([-1.0, -2.5, -100.0, 3.5], dtype=torch.float32)
+    assert_bitwise_equal(x.to(neuron).to(torch.uint8), x.to(torch.uint8))
+
+
+def test_broadcasting_copy(neuron):
+    dst = torch.zeros(3, 4, device=neuron)
+    dst.copy_(torch.arange(4.0))
+    assert torch.equal(dst.cpu(), torch.arange(4.0).expand(3, 4))
+    dst.copy_(torch.tensor([[1.0], [2.0], [3.0]], device=neuron))
+    assert torch.equal(dst.cpu(), torch.tensor([[1.0], [2.0], [3.0]]).expand(3, 4))
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        dst.copy_(torch.ones(5, device=neuron))
+
+
+def test_cross_core_copy():
+    a = torch.arange(12, dtype=torch.int32, device="neuron:0").reshape(3, 4)
+    b = a.t().to("neuron:1", torch.float64)
+    assert b.device == torch.device("neuron:1")
+    assert_bitwise_equal(b, torch.arange(12, dtype=torch.int32).reshape(3, 4).t().double())
+    c = torch.empty(4, 3, device="neuron:1")
+    c.copy_(a.t())
+    assert_bitwise_equal(c, a.t().float().cpu())
+
+
+def test_clone_contiguous_and_tensor_factory(neuron):
+    t = torch.tensor([[1, 2, 3], [4, 5, 6]], device=neuron)
+    assert t.device == neuron and t.dtype == torch.int64
+    tt = t.t()
+    assert not tt.is_contiguous()
+    c = tt.contiguous()
+    assert c.is_contiguous() and torch.equal(c.cpu(), torch.tensor([[1, 4], [2, 5], [3, 6]]))
+    cl = tt.clone()
+    assert cl.stride() == tt.stride() and torch.equal(cl.cpu(), tt.cpu())
+
+
+def test_pinned_memory_and_non_blocking(neuron):
+    host = torch.arange(1 << 20, dtype=torch.float32).pin_memory()
+    assert host.is_pinned() and host[5:].is_pinned()
+    assert not torch.arange(3).is_pinned()
+    dev = host.to(neuron, non_blocking=True)
+    back = torch.empty_like(host).pin_memory()
+    back.copy_(dev, non_blocking=True)
+    torch.neuron.synchronize()
+    assert torch.equal(back, host)
+    # A pinned source released right after a non_blocking copy stays alive until it ran.
+    for _ in range(10):
+        src = torch.full((1 << 18,), 3.0).pin_memory()
+        dst = src.to(neuron, non_blocking=True)
+        del src
+    assert dst.sum().item() == 3.0 * (1 << 18)
+
+
+def test_dataloader_pin_memory(neuron):
+    ds = torch.utils.data.TensorDataset(torch.arange(32.0).reshape(16, 2), torch.arange(16))
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, pin_memory=True)
+    total = 0.0
+    for x, y in loader:
+        assert x.is_pinned()
+        total += x.to(neuron, non_blocking=True).sum().item()
+    assert total == float(sum(range(32)))
+
+
+def test_item_and_scalar_reads(neuron):
+    assert torch.tensor(3.5, device=neuron).item() == 3.5
+    assert torch.tensor([7], dtype=torch.int64, device=neuron).item() == 7
+    assert torch.tensor(True, device=neuron).item() is True
+    assert torch.tensor([[2 ** 40 + 1]], device=neuron).item() == 2 ** 40 + 1
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        torch.ones(2, device=neuron).item()
+
+
+def test_fill_and_zero(neuron):
+    for dtype in DTYPES:
+        if dtype == torch.float64:
+            continue
+        x = torch.empty(5, 3, dtype=dtype, device=neuron).t()[1:]
+        x.fill_(2)
+        assert_bitwise_equal(x, torch.full((2, 5), 2, dtype=dtype))
+        x.zero_()
+        assert_bitwise_equal(x, torch.zeros((2, 5), dtype=dtype))
+    y = torch.empty(4, dtype=torch.int8, device=neuron)
+    with pytest.raises(RuntimeError, match="overflow"):
+        y.fill_(300)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        torch.zeros(1, device=neuron).expand(4).fill_(1.0)
+
+
+def test_views_share_storage(neuron):
+    x = torch.zeros(4, 6, device=neuron)
+    v = x.view(2, 12)
+    u = x.unfold(1, 2, 2)
+    s = x[1:, ::2]
+    s.fill_(1.0)
+    assert v.data_ptr() == x.data_ptr() and u.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert x.sum().item() == 9.0
+    c = torch.zeros(3, 2, device=neuron)
+    r = torch.view_as_complex(c)
+    assert torch.view_as_real(r).data_ptr() == c.data_ptr()
+    assert x.reshape(24).data_ptr() == x.data_ptr()
+    assert x.as_strided((2, 2), (1, 6), 1).data_ptr() == x.data_ptr() + 4

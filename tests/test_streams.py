@@ -1,0 +1,118 @@
+"""Streams, events, asynchrony and sticky errors through the public API."""
+import time
+
+import pytest
+import torch
+
+import torch_neuronx
+from conftest import run_py
+
+
+def test_host_runs_ahead_and_reads_wait(neuron):
+    x = torch.empty(32 << 20, dtype=torch.float32, device=neuron)  # 128 MiB
+    torch.neuron.synchronize()
+    t0 = time.perf_counter()
+    for i in range(8):
+        x.fill_(float(i))
+    enqueue = time.perf_counter() - t0
+    stream = torch.neuron.current_stream()
+    busy = not stream.query()
+    t1 = time.perf_counter()
+    value = x[-1].item()  # a host read waits for all eight fills
+    wait = time.perf_counter() - t1
+    assert value == 7.0
+    assert busy and enqueue < wait, (enqueue, wait)
+    assert stream.query()
+
+
+def test_streams_and_events_order_work(neuron):
+    s1 = torch.neuron.Stream()
+    s2 = torch.neuron.Stream()
+    assert isinstance(s1, torch.neuron.Stream) and s1 != s2 or s1.stream_id == s2.stream_id
+    x = torch.empty(16 << 20, device=neuron)
+    ev = torch.neuron.Event()
+    with torch.neuron.stream(s1):
+        x.fill_(3.0)
+        ev.record()
+    s2.wait_event(ev)
+    with torch.neuron.stream(s2):
+        y = x.to(torch.int32)  # runs on s2 after s1's fill
+    s2.synchronize()
+    assert ev.query()
+    assert int(y[-1].item()) == 3 and int(y[0].item()) == 3
+
+
+def test_wait_stream_and_default_stream(neuron):
+    s = torch.neuron.Stream()
+    x = torch.zeros(1 << 20, device=neuron)
+    s.wait_stream(torch.neuron.current_stream())
+    with torch.neuron.stream(s):
+        x.fill_(2.0)
+    torch.neuron.current_stream().wait_stream(s)
+    assert x.sum().item() == 2.0 * (1 << 20)
+    assert torch.neuron.default_stream().stream_id == 0
+    assert torch.neuron.current_stream().stream_id == 0
+
+
+def test_event_timing(neuron):
+    start = torch.neuron.Event(enable_timing=True)
+    end = torch.neuron.Event(enable_timing=True)
+    x = torch.empty(8 << 20, device=neuron)
+    start.record()
+    for _ in range(4):
+        x.fill_(1.0)
+    end.record()
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    assert 0.0 < ms < 10000.0
+    untimed = torch.neuron.Event()
+    untimed.record()
+    untimed.synchronize()
+    with pytest.raises((RuntimeError, ValueError), match="enable_timing"):
+        start.elapsed_time(untimed)
+
+
+def test_sticky_error_reported_once_naming_the_op(neuron):
+    x = torch.zeros(4, device=neuron)
+    torch_neuronx._C._debug_enqueue_failure(0, "aten::gather", "index 9 is out of bounds for dimension 0 with size 4")
+    x.fill_(5.0)  # queued behind the failure: dropped
+    with pytest.raises(RuntimeError, match=r"aten::gather: index 9 is out of bounds"):
+        torch.neuron.synchronize()
+    torch.neuron.synchronize()  # cleared: no second report
+    assert x.sum().item() == 0.0  # the dropped fill never ran
+    x.fill_(1.0)
+    assert x.sum().item() == 4.0  # the process stays usable
+
+
+def test_sticky_error_surfaces_at_host_read(neuron):
+    x = torch.ones(3, device=neuron)
+    torch_neuronx._C._debug_enqueue_failure(0, "aten::index_select", "index 5 out of range")
+    with pytest.raises(RuntimeError, match="aten::index_select"):
+        x.cpu()
+    assert x.cpu().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_launch_blocking_raises_at_the_call():
+    out = run_py("""
+        import torch, torch_neuronx
+        try:
+            torch_neuronx._C._debug_enqueue_failure(0, "aten::embedding", "index 11 out of range")
+            print("no error at the call")
+        except RuntimeError as e:
+            print("raised:", e)
+        torch.neuron.synchronize()
+        print("sync ok")
+    """, env={"NEURON_LAUNCH_BLOCKING": "1"}).stdout
+    assert "raised: aten::embedding: index 11 out of range" in out
+    assert "sync ok" in out
+
+
+def test_accelerator_stream_api(neuron):
+    s = torch.Stream(device="neuron")
+    with s:
+        assert torch.accelerator.current_stream().stream_id == s.stream_id
+    assert torch.accelerator.current_stream().stream_id == 0
+    e = torch.Event(device="neuron", enable_timing=True)
+    e.record()
+    e.synchronize()
+    assert e.query()
