@@ -23,8 +23,22 @@ int device_arg(PyObject* arg) {
   return static_cast<int>(d);
 }
 
+// Raises `msg` as a Python UserWarning from whichever thread runs the op; a warning turned
+// into an error by the filters propagates as that Python exception.
+void python_warning(const std::string& msg) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) {
+    python_error err;
+    err.persist();
+    PyGILState_Release(gil);
+    throw err;
+  }
+  PyGILState_Release(gil);
+}
+
 PyObject* py_register(PyObject*, PyObject*) {
   HANDLE_TH_ERRORS
+  set_warning_handler(&python_warning);
   register_backend();
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS

@@ -47,6 +47,13 @@ std::vector<std::string> fallback_op_list();
 int64_t fallback_op_total();
 void clear_op_tracking();
 
+// Emits a UserWarning whose text is exactly `msg`. The Python module installs a handler
+// that raises it as a Python warning (filters apply; no C++ source location appended);
+// without one it goes through TORCH_WARN.
+using WarningHandler = void (*)(const std::string& msg);
+void set_warning_handler(WarningHandler handler);
+void user_warning(const std::string& msg);
+
 // Emits the one-per-process warning of the float64 device rule.
 void warn_float64(const char* op);
 

@@ -8,6 +8,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_nested_view_from_buffer_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -40,12 +41,20 @@ struct Tracking {
   std::mutex mu;
   std::deque<OpCounter> counters;  // stable addresses
   std::unordered_map<std::string, OpCounter*> by_name;
-  std::vector<std::string> fallbacks;  // one entry per invocation, up to kFallbackCap
+  std::vector<std::string> fallbacks;  // one entry per invocation, up to fallback_cap()
   int64_t fallback_total = 0;
   std::unordered_set<std::string> warned;
 };
 
-constexpr size_t kFallbackCap = 100000;
+// Entries kept in the fallback list; later invocations are only counted.
+size_t fallback_cap() {
+  static const size_t cap = [] {
+    const char* v = std::getenv("TORCH_NEURONX_FALLBACK_LIST_CAP");
+    long long n = v ? std::atoll(v) : 0;
+    return n > 0 ? static_cast<size_t>(n) : size_t{100000};
+  }();
+  return cap;
+}
 
 Tracking& tracking() {
   static Tracking* t = new Tracking();  // leaked: used during interpreter teardown
@@ -75,6 +84,17 @@ OpCounter* counter_for(const std::string& name) {
     if (!g_paused) counter_->count.fetch_add(1, std::memory_order_relaxed); \
   } while (0)
 
+namespace {
+std::atomic<WarningHandler> g_warning_handler{nullptr};
+}
+
+void set_warning_handler(WarningHandler handler) { g_warning_handler = handler; }
+
+void user_warning(const std::string& msg) {
+  if (WarningHandler h = g_warning_handler.load()) h(msg);
+  else TORCH_WARN(msg);
+}
+
 void record_native(const char* op) {
   if (!g_paused) counter_for(op)->count.fetch_add(1, std::memory_order_relaxed);
 }
@@ -86,10 +106,10 @@ void record_fallback(const std::string& op) {
   {
     std::lock_guard<std::mutex> g(t.mu);
     t.fallback_total++;
-    if (t.fallbacks.size() < kFallbackCap) t.fallbacks.push_back(op);
+    if (t.fallbacks.size() < fallback_cap()) t.fallbacks.push_back(op);
     first = t.warned.insert(op).second;
   }
-  if (first) TORCH_WARN("Operator '", op, "' executed via CPU fallback");
+  if (first) user_warning("Operator '" + op + "' executed via CPU fallback");
 }
 
 bool tracking_paused() { return g_paused; }
@@ -129,9 +149,9 @@ void clear_op_tracking() {
 void warn_float64(const char* op) {
   static std::atomic<bool> warned{false};
   if (!g_paused && !warned.exchange(true))
-    TORCH_WARN("float64 is not natively supported on neuron: ", op,
-               " (and every later float64 op) executed as float32 on neuron; inputs are "
-               "rounded to float32 and results stored as float64");
+    user_warning(std::string("float64 is not natively supported on neuron: ") + op +
+                 " (and every later float64 op) executed as float32 on neuron; inputs are "
+                 "rounded to float32 and results stored as float64");
 }
 
 namespace {
@@ -602,6 +622,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unfold", TORCH_FN(at::native::unfold));
   m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
   m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("_nested_view_from_buffer", TORCH_FN(at::native::_nested_view_from_buffer));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
   m.impl("set_.source_Storage", TORCH_FN(at::native::set_));

@@ -89,7 +89,8 @@ from . import _C  # noqa: E402
 
 def get_fallback_ops() -> list[str]:
     """Ops that ran through the CPU fallback, one ``"aten::<name>"`` entry per invocation, in
-    order (the list keeps the first 100,000; :func:`get_fallback_op_count` counts all)."""
+    order. The list keeps the first 100,000 (``TORCH_NEURONX_FALLBACK_LIST_CAP``);
+    :func:`get_fallback_op_count` counts all."""
     return _C._fallback_ops()
 
 

@@ -1,0 +1,191 @@
+"""The visible CPU fallback: tracking, warnings, out= and in-place semantics, devices,
+strict mode, float64 rule; and that no view op can reach it."""
+import pytest
+import torch
+
+import torch_neuronx
+from conftest import run_py
+
+
+def test_fallback_is_recorded_per_invocation(neuron):
+    x = torch.arange(6.0, device=neuron)
+    torch_neuronx.clear_op_tracking()
+    y = torch.sin(x)
+    z = torch.sin(y)
+    assert torch_neuronx.get_fallback_ops() == ["aten::sin", "aten::sin"]
+    assert torch_neuronx.get_fallback_op_count() == 2
+    torch.testing.assert_close(z.cpu(), torch.sin(torch.sin(torch.arange(6.0))))
+    assert z.device == neuron
+
+
+def test_executed_ops_counts_native_kernels(neuron):
+    torch_neuronx.clear_op_tracking()
+    x = torch.zeros(3, device=neuron)
+    x.fill_(1.0)
+    x.fill_(2.0)
+    x.cpu()
+    counts = torch_neuronx.get_executed_op_counts()
+    assert counts["aten::fill_"] == 3  # zeros = empty + zero_ (a fill), then two fills
+    assert "aten::copy_" in torch_neuronx.get_executed_ops()
+    torch_neuronx.clear_op_tracking()
+    assert torch_neuronx.get_executed_ops() == [] and torch_neuronx.get_fallback_ops() == []
+
+
+def test_warning_once_per_op():
+    out = run_py("""
+        import warnings, torch
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as w:
+            x = torch.ones(3, device="neuron")
+            for _ in range(3):
+                torch.cos(x)
+            torch.tan(x)
+        print([str(m.message) for m in w if "fallback" in str(m.message)])
+    """).stdout.strip()
+    assert out == ("[\"Operator 'aten::cos' executed via CPU fallback\", "
+                   "\"Operator 'aten::tan' executed via CPU fallback\"]")
+
+
+def test_fallback_list_is_bounded():
+    out = run_py("""
+        import torch, torch_neuronx
+        x = torch.ones(1, device="neuron")
+        for _ in range(60):
+            torch.ops.aten.sin.default(x)
+        print(len(torch_neuronx.get_fallback_ops()), torch_neuronx.get_fallback_op_count())
+    """, env={"TORCH_NEURONX_FALLBACK_LIST_CAP": "50"}).stdout.split()
+    assert out == ["50", "60"]
+
+
+def test_inplace_and_out_variants_write_the_device_tensor(neuron):
+    x = torch.arange(4.0, device=neuron)
+    ptr = x.data_ptr()
+    x.mul_(3.0)
+    assert x.data_ptr() == ptr and x.cpu().tolist() == [0.0, 3.0, 6.0, 9.0]
+    out = torch.empty(0, device=neuron)
+    r = torch.add(x, 1.0, out=out)
+    assert r is out and out.shape == (4,) and out.cpu().tolist() == [1.0, 4.0, 7.0, 10.0]
+    vals = torch.empty(0, device=neuron)
+    idx = torch.empty(0, dtype=torch.int64, device=neuron)
+    torch.max(torch.tensor([[1.0, 5.0], [7.0, 2.0]], device=neuron), 1, out=(vals, idx))
+    assert vals.cpu().tolist() == [5.0, 7.0] and idx.cpu().tolist() == [1, 0]
+    # in-place op on a non-contiguous view writes through to the base
+    base = torch.zeros(3, 4, device=neuron)
+    base.t()[1:].add_(1.0)
+    assert base.cpu()[:, 1:].sum().item() == 9.0 and base.cpu()[:, 0].sum().item() == 0.0
+
+
+def test_mixing_devices_is_an_error(neuron):
+    x = torch.ones(3, device=neuron)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        x + torch.ones(3)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.mul(torch.ones(3, device="neuron:1"), x)
+    assert (x + torch.tensor(2.0)).cpu().tolist() == [3.0, 3.0, 3.0]  # 0-dim CPU scalar is fine
+    assert x.sum().item() == 3.0
+
+
+def test_index_with_cpu_indices_is_allowed(neuron):
+    x = torch.arange(10.0, device=neuron)
+    assert x[torch.tensor([1, 3])].cpu().tolist() == [1.0, 3.0]
+
+
+def test_factories_with_device_argument(neuron):
+    a = torch.arange(5, device=neuron)
+    e = torch.eye(3, device=neuron)
+    l = torch.linspace(0, 1, 5, device=neuron)
+    assert a.device == neuron and e.device == neuron and l.device == neuron
+    assert a.cpu().tolist() == [0, 1, 2, 3, 4] and e.cpu().trace().item() == 3.0
+
+
+def test_strict_mode_raises_naming_the_op(neuron):
+    x = torch.ones(2, device=neuron)
+    prev = torch_neuronx.set_strict_fallback(True)
+    try:
+        with pytest.raises(NotImplementedError, match="aten::atan"):
+            torch.atan(x)
+        x.fill_(3.0)  # native ops still run
+    finally:
+        torch_neuronx.set_strict_fallback(prev)
+    assert torch.atan(x).device == neuron
+
+
+def test_strict_mode_env_var():
+    proc = run_py("import torch; torch.exp(torch.ones(2, device='neuron'))",
+                  env={"TORCH_NEURONX_STRICT": "1"}, check=False)
+    assert proc.returncode != 0 and "aten::exp" in proc.stderr and "TORCH_NEURONX_STRICT" in proc.stderr
+
+
+def test_float64_keeps_bits_in_copies_and_computes_through_float32(neuron):
+    vals = torch.tensor([0.1, 1.0 / 3.0, 2.0 ** 0.5, 1e-300, 123456789.123456789], dtype=torch.float64)
+    d = vals.to(neuron)
+    assert d.dtype == torch.float64
+    assert torch.equal(d.cpu(), vals)  # a copy keeps every bit
+    s = (d * 3.0).cpu()
+    expected = (vals.float() * 3.0).double()
+    assert torch.equal(s, expected)
+    assert not torch.equal(s, vals * 3.0)
+    f = torch.full((2,), 0.1, dtype=torch.float64, device=neuron)
+    assert f.cpu().tolist() == [float(torch.tensor(0.1).float())] * 2
+
+
+def test_float64_warns_once_per_process():
+    out = run_py("""
+        import warnings, torch
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as w:
+            x = torch.ones(3, dtype=torch.float64, device="neuron")
+            y = x * 2
+            z = torch.exp(y)
+            z.fill_(1.0)
+        print(sum("executed as float32 on neuron" in str(m.message) for m in w))
+    """).stdout.strip()
+    assert out == "1"
+
+
+def test_int64_is_native(neuron):
+    x = torch.tensor([2 ** 62, -5], dtype=torch.int64, device=neuron)
+    assert x.cpu().tolist() == [2 ** 62, -5]
+
+
+def _view_ops_without_kernel():
+    """aten ops whose schema returns an alias of an input (a view) and that have no
+    composite or neuron kernel: those would reach the fallback."""
+    missing = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::"):
+            continue
+        packet = getattr(torch.ops.aten, name[len("aten::"):], None)
+        if packet is None:
+            continue
+        for overload in packet.overloads():
+            schema = getattr(packet, overload)._schema
+            rets = schema.returns
+            if not any(r.alias_info is not None and not r.alias_info.is_write for r in rets):
+                continue
+            full = schema.name + ("." + schema.overload_name if schema.overload_name else "")
+            try:
+                has = [torch._C._dispatch_has_kernel_for_dispatch_key(full, k) for k in
+                       ("PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                        "CompositeExplicitAutogradNonFunctional", "CPU")]
+            except RuntimeError:  # a TorchScript builtin, not a dispatcher op
+                continue
+            if has[-1] and not any(has[:-1]):
+                missing.append(full)
+    return sorted(missing)
+
+
+def test_no_view_op_reaches_the_fallback():
+    assert _view_ops_without_kernel() == []
+
+
+_LIB = torch.library.Library("neuron_test", "DEF")
+_LIB.define("alias_op(Tensor(a) x) -> Tensor(a)")
+_LIB.impl("alias_op", lambda x: x.view(-1), "CPU")
+
+
+def test_view_ops_in_the_fallback_fail_loudly(neuron):
+    # A view op with only a CPU kernel: the fallback refuses rather than return a copy.
+    with pytest.raises(RuntimeError, match="returns a view"):
+        torch.ops.neuron_test.alias_op(torch.ones(2, device=neuron))
+    assert torch.ones(2, device=neuron).sum().item() == 2.0
