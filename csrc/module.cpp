@@ -1,6 +1,7 @@
 // torch_neuronx._C: the Python entry points of the glue, written against the CPython API
 // (no pybind11, to keep the build short). Every function is a thin call into the runtime
 // or the registration code; Python-facing behaviour lives in torch_neuronx/.
+#define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "neuron.h"

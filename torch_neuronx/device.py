@@ -286,7 +286,7 @@ def get_rng_state(device: Any = "neuron") -> torch.Tensor:
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "neuron") -> None:
     """Restore a state from :func:`get_rng_state` (16 bytes; ``RuntimeError`` otherwise)."""
-    data = new_state.detach().to("cpu", torch.uint8).contiguous().numpy().tobytes()
+    data = bytes(new_state.detach().to("cpu", torch.uint8).reshape(-1).tolist())
     _C._set_rng_state(_index(device), data)
 
 

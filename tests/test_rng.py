@@ -1,0 +1,138 @@
+"""Per-device Philox generator: seeding, determinism, state round-trips, independence from
+strides and thread count, distributions."""
+import math
+
+import pytest
+import torch
+
+from conftest import run_py
+
+
+def test_manual_seed_repeats(neuron):
+    torch.manual_seed(123)
+    a = torch.rand(1000, device=neuron)
+    b = torch.randn(7, 9, device=neuron)
+    torch.manual_seed(123)
+    assert torch.equal(a.cpu(), torch.rand(1000, device=neuron).cpu())
+    assert torch.equal(b.cpu(), torch.randn(7, 9, device=neuron).cpu())
+    torch.manual_seed(124)
+    assert not torch.equal(a.cpu(), torch.rand(1000, device=neuron).cpu())
+
+
+def test_same_numbers_run_after_run():
+    code = "import torch; torch.manual_seed(7); print(torch.randn(5, device='neuron').cpu().tolist())"
+    assert run_py(code).stdout == run_py(code).stdout
+
+
+def test_independent_of_thread_count():
+    code = "import torch; torch.manual_seed(7); x = torch.rand(300000, device='neuron'); print(float(x.sum()), float(x[123456]))"
+    one = run_py(code, env={"TORCH_NEURONX_NUM_THREADS": "1"}).stdout
+    four = run_py(code, env={"TORCH_NEURONX_NUM_THREADS": "4"}).stdout
+    assert one == four
+
+
+def test_rng_state_layout_and_round_trip(neuron):
+    torch.manual_seed(99)
+    state = torch.neuron.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    assert state[:8].view(torch.int64).item() == 99 and state[8:].view(torch.int64).item() == 0
+    x = torch.rand(10, device=neuron)
+    after = torch.neuron.get_rng_state()
+    assert after[8:].view(torch.int64).item() == 12  # offset advances by numel rounded up to 4
+    torch.neuron.set_rng_state(state)
+    assert torch.equal(torch.rand(10, device=neuron).cpu(), x.cpu())
+    assert torch.neuron.initial_seed() == 99
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        torch.neuron.set_rng_state(torch.zeros(3, dtype=torch.uint8))
+
+
+def test_generator_object(neuron):
+    g = torch.Generator(device="neuron")
+    assert g.device.type == "neuron"
+    g.manual_seed(5)
+    s = g.get_state()
+    a = torch.rand(6, device=neuron, generator=g)
+    g.set_state(s)
+    assert torch.equal(torch.rand(6, device=neuron, generator=g).cpu(), a.cpu())
+    assert g.initial_seed() == 5
+    torch.manual_seed(0)
+    before = torch.neuron.get_rng_state()
+    torch.rand(6, device=neuron, generator=g)
+    assert torch.equal(torch.neuron.get_rng_state(), before)  # default generator untouched
+
+
+def test_fork_rng(neuron):
+    torch.manual_seed(3)
+    with torch.random.fork_rng(devices=[0], device_type="neuron"):
+        torch.rand(4, device=neuron)
+    assert torch.neuron.get_rng_state()[8:].view(torch.int64).item() == 0
+
+
+def test_views_get_values_by_logical_index(neuron):
+    torch.manual_seed(11)
+    contiguous = torch.empty(20, 30, device=neuron).normal_()
+    torch.manual_seed(11)
+    base = torch.empty(30, 20, device=neuron)
+    transposed = base.t()
+    transposed.normal_()
+    assert torch.equal(transposed.cpu(), contiguous.cpu())
+    # a strided view is filled in place, its gaps untouched
+    z = torch.zeros(10, 10, device=neuron)
+    z[:, ::2].uniform_(1.0, 2.0)
+    zc = z.cpu()
+    assert (zc[:, 1::2] == 0).all() and ((zc[:, ::2] >= 1) & (zc[:, ::2] < 2)).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_distributions(dtype, neuron):
+    torch.manual_seed(0)
+    n = 200000
+    u = torch.empty(n, dtype=dtype, device=neuron).uniform_(-1.0, 3.0).float().cpu()
+    assert u.min() >= -1.0 and u.max() < 3.0 and abs(u.mean().item() - 1.0) < 0.02
+    x = torch.randn(n, dtype=dtype, device=neuron).float().cpu()
+    assert abs(x.mean().item()) < 0.02 and abs(x.std().item() - 1.0) < 0.02
+    b = torch.empty(n, dtype=dtype, device=neuron).bernoulli_(0.25).float().cpu()
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean().item() - 0.25) < 0.01
+    e = torch.empty(n, dtype=dtype, device=neuron).exponential_(2.0).float().cpu()
+    assert e.min() >= 0 and abs(e.mean().item() - 0.5) < 0.02
+
+
+def test_random_integers(neuron):
+    torch.manual_seed(1)
+    r = torch.randint(3, 10, (10000,), device=neuron).cpu()
+    assert r.dtype == torch.int64 and r.min() == 3 and r.max() == 9
+    k = torch.empty(5000, dtype=torch.int8, device=neuron).random_().cpu()
+    assert k.min() >= 0 and k.max() <= 127 and k.max() > 100
+    f = torch.empty(5000, device=neuron).random_(5).cpu()
+    assert set(f.unique().tolist()) == {0.0, 1.0, 2.0, 3.0, 4.0}
+    bools = torch.empty(1000, dtype=torch.bool, device=neuron).random_().cpu()
+    assert set(bools.unique().tolist()) == {False, True}
+    with pytest.raises(RuntimeError, match="from.*less than.*to"):
+        torch.empty(3, device=neuron).random_(5, 2)
+
+
+def test_bernoulli_with_probability_tensor(neuron):
+    torch.manual_seed(2)
+    p = torch.tensor([0.0, 1.0, 0.5], device=neuron).expand(4000, 3)
+    out = torch.empty(4000, 3, device=neuron).bernoulli_(p).cpu()
+    assert (out[:, 0] == 0).all() and (out[:, 1] == 1).all()
+    assert abs(out[:, 2].mean().item() - 0.5) < 0.05
+
+
+def test_bad_arguments(neuron):
+    x = torch.empty(3, device=neuron)
+    with pytest.raises(RuntimeError, match="std >= 0"):
+        x.normal_(0.0, -1.0)
+    with pytest.raises(RuntimeError, match="p to be in"):
+        x.bernoulli_(1.5)
+    with pytest.raises(RuntimeError, match="lambda > 0"):
+        x.exponential_(0.0)
+    assert torch.isfinite(x.uniform_().cpu()).all()
+
+
+def test_dropout_style_masks_differ_per_call(neuron):
+    torch.manual_seed(4)
+    m1 = torch.empty(1000, device=neuron).bernoulli_(0.5)
+    m2 = torch.empty(1000, device=neuron).bernoulli_(0.5)
+    assert not torch.equal(m1.cpu(), m2.cpu())
+    assert math.isclose(torch.neuron.get_rng_state()[8:].view(torch.int64).item(), 2000)
