@@ -8,4 +8,6 @@
 #include "stream.h"
 #include "threadpool.h"
 #include "kernels.h"
+#include "iter.h"
+#include "elementwise.h"
 #endif

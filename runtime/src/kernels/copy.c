@@ -2,7 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dtype.h"
-#include "iter.h"
+#include "vnc/iter.h"
+#include "internal.h"
 #include "vnc/kernels.h"
 
 /* copy_<D>_<S>: one inner loop per (destination, source) dtype pair. */
@@ -121,4 +122,9 @@ vnc_status vnc_fill(vnc_stream *s, const char *op, const vnc_tensor *dst, const 
   t.elem_size = (int64_t)vnc_dtype_size(dst->dtype);
   memcpy(t.value, value, (size_t)t.elem_size);
   return vnc_launch(s, op ? op : "aten::fill_", fill_run, &t, sizeof t, NULL);
+}
+
+vnc_loop_fn vnc_copy_loop(int32_t dst, int32_t src) {
+  if (dst < 0 || dst >= VNC_DTYPE_END || src < 0 || src >= VNC_DTYPE_END) return NULL;
+  return copy_table[dst][src];
 }

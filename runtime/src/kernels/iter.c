@@ -1,6 +1,6 @@
 #include <stdio.h>
 #include <stdlib.h>
-#include "iter.h"
+#include "vnc/iter.h"
 #include "vnc/threadpool.h"
 
 static void shape_str(char *buf, size_t n, const vnc_tensor *t) {

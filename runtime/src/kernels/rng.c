@@ -3,7 +3,7 @@
  * every floating dtype (float64 follows the device rule). */
 #include <math.h>
 #include "dtype.h"
-#include "iter.h"
+#include "vnc/iter.h"
 #include "philox.h"
 #include "vnc/kernels.h"
 
