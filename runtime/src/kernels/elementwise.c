@@ -122,7 +122,7 @@ typedef struct ew_task {
   ew_plan plan;
   vnc_ew_params P;
   uint32_t scalar_mask;
-  vnc_scalar_bytes scalars[VNC_ITER_MAX_OPERANDS];
+  _Alignas(16) vnc_scalar_bytes scalars[VNC_ITER_MAX_OPERANDS]; /* read in place as any dtype */
   int fault;
   char op_name[48];
 } ew_task;
