@@ -12,6 +12,29 @@ import torch
 import torch_neuronx  # noqa: F401  (explicit, so the suite also runs with autoload off)
 
 
+# Ops with only a CPU kernel: on neuron they always take the CPU fallback, whatever native
+# kernels exist, so the fallback machinery stays testable.
+CPU_ONLY = torch.library.Library("neuron_test", "DEF")
+CPU_ONLY.define("scale(Tensor x, float s) -> Tensor")
+CPU_ONLY.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)")
+CPU_ONLY.define("scale.out(Tensor x, float s, *, Tensor(a!) out) -> Tensor(a!)")
+CPU_ONLY.define("shift(Tensor x) -> Tensor")
+CPU_ONLY.define("alias_op(Tensor(a) x) -> Tensor(a)")
+CPU_ONLY.impl("scale", lambda x, s: x * s, "CPU")
+CPU_ONLY.impl("scale_", lambda x, s: x.mul_(s), "CPU")
+CPU_ONLY.impl("scale.out", lambda x, s, out: torch.mul(x, s, out=out), "CPU")
+CPU_ONLY.impl("shift", lambda x: x + 1, "CPU")
+CPU_ONLY.impl("alias_op", lambda x: x.view(-1), "CPU")
+SCRIPT_CPU_ONLY = """
+import torch
+_lib = torch.library.Library("neuron_test", "DEF")
+_lib.define("scale(Tensor x, float s) -> Tensor")
+_lib.define("shift(Tensor x) -> Tensor")
+_lib.impl("scale", lambda x, s: x * s, "CPU")
+_lib.impl("shift", lambda x: x + 1, "CPU")
+"""
+
+
 def run_py(code: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """Run `code` in a fresh interpreter; returns the completed process (text output)."""
     full_env = dict(os.environ)

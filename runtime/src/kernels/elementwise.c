@@ -10,6 +10,7 @@
 #include "internal.h"
 #include "plan.h"
 #include "vnc/elementwise.h"
+#include "vnc/ew_scalar.h"
 #include "vnc/threadpool.h"
 
 /* Contiguous typed loop: out[i] = body(in0[i], in1[i], in2[i]). */

@@ -1,0 +1,565 @@
+// Elementwise ops on the neuron key: ATen's structured meta functions (TensorIterator) decide
+// shapes, dtypes and errors; launch_ew hands the iterator's geometry to the runtime's
+// elementwise instruction set (runtime/include/vnc/ew_table.h).
+#include "neuron.h"
+#include "structured.h"
+
+#include <ATen/ops/add_meta.h>
+#include <ATen/ops/addcdiv_meta.h>
+#include <ATen/ops/addcmul_meta.h>
+#include <ATen/ops/atan2_meta.h>
+#include <ATen/ops/bitwise_and_meta.h>
+#include <ATen/ops/bitwise_not_meta.h>
+#include <ATen/ops/bitwise_or_meta.h>
+#include <ATen/ops/bitwise_xor_meta.h>
+#include <ATen/ops/clamp_max_meta.h>
+#include <ATen/ops/clamp_meta.h>
+#include <ATen/ops/clamp_min_meta.h>
+#include <ATen/ops/div_meta.h>
+#include <ATen/ops/elu_backward_meta.h>
+#include <ATen/ops/elu_meta.h>
+#include <ATen/ops/eq_meta.h>
+#include <ATen/ops/fmax_meta.h>
+#include <ATen/ops/fmin_meta.h>
+#include <ATen/ops/fmod_meta.h>
+#include <ATen/ops/ge_meta.h>
+#include <ATen/ops/gelu_backward_meta.h>
+#include <ATen/ops/gelu_meta.h>
+#include <ATen/ops/gt_meta.h>
+#include <ATen/ops/hardsigmoid_meta.h>
+#include <ATen/ops/le_meta.h>
+#include <ATen/ops/leaky_relu_backward_meta.h>
+#include <ATen/ops/leaky_relu_meta.h>
+#include <ATen/ops/lerp_meta.h>
+#include <ATen/ops/lt_meta.h>
+#include <ATen/ops/maximum_meta.h>
+#include <ATen/ops/minimum_meta.h>
+#include <ATen/ops/mul_meta.h>
+#include <ATen/ops/ne_meta.h>
+#include <ATen/ops/pow_meta.h>
+#include <ATen/ops/remainder_meta.h>
+#include <ATen/ops/sigmoid_backward_meta.h>
+#include <ATen/ops/silu_backward_meta.h>
+#include <ATen/ops/softplus_backward_meta.h>
+#include <ATen/ops/softplus_meta.h>
+#include <ATen/ops/sub_meta.h>
+#include <ATen/ops/tanh_backward_meta.h>
+#include <ATen/ops/threshold_backward_meta.h>
+#include <torch/library.h>
+
+#define NEURON_UNARY_META(X)                                                                   \
+  X(neg) X(sign) X(exp) X(exp2) X(expm1) X(log) X(log2) X(log10) X(log1p) X(sqrt) X(rsqrt)   \
+  X(reciprocal) X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(tanh) X(asinh) \
+  X(acosh) X(atanh) X(erf) X(erfc) X(sigmoid) X(ceil) X(floor) X(round) X(trunc) X(frac)     \
+  X(silu)
+#define NEURON_INCLUDE_META(name) <ATen/ops/name##_meta.h>
+
+#include <ATen/ops/acos_meta.h>
+#include <ATen/ops/acosh_meta.h>
+#include <ATen/ops/asin_meta.h>
+#include <ATen/ops/asinh_meta.h>
+#include <ATen/ops/atan_meta.h>
+#include <ATen/ops/atanh_meta.h>
+#include <ATen/ops/ceil_meta.h>
+#include <ATen/ops/cos_meta.h>
+#include <ATen/ops/cosh_meta.h>
+#include <ATen/ops/erf_meta.h>
+#include <ATen/ops/erfc_meta.h>
+#include <ATen/ops/exp2_meta.h>
+#include <ATen/ops/exp_meta.h>
+#include <ATen/ops/expm1_meta.h>
+#include <ATen/ops/floor_meta.h>
+#include <ATen/ops/frac_meta.h>
+#include <ATen/ops/log10_meta.h>
+#include <ATen/ops/log1p_meta.h>
+#include <ATen/ops/log2_meta.h>
+#include <ATen/ops/log_meta.h>
+#include <ATen/ops/neg_meta.h>
+#include <ATen/ops/reciprocal_meta.h>
+#include <ATen/ops/round_meta.h>
+#include <ATen/ops/rsqrt_meta.h>
+#include <ATen/ops/sigmoid_meta.h>
+#include <ATen/ops/sign_meta.h>
+#include <ATen/ops/silu_meta.h>
+#include <ATen/ops/sin_meta.h>
+#include <ATen/ops/sinh_meta.h>
+#include <ATen/ops/sqrt_meta.h>
+#include <ATen/ops/tan_meta.h>
+#include <ATen/ops/tanh_meta.h>
+#include <ATen/ops/trunc_meta.h>
+
+#include <array>
+#include <complex>
+#include <string>
+
+namespace torch_neuronx {
+namespace {
+
+const std::string& aten_name(vnc_ew_op op) {
+  static const auto names = [] {
+    std::array<std::string, VNC_EW_COUNT> n;
+    for (int i = 0; i < VNC_EW_COUNT; i++) n[i] = std::string("aten::") + vnc_elementwise_name(static_cast<vnc_ew_op>(i));
+    return n;
+  }();
+  return names[op];
+}
+
+// Scalar operand value, read from the host tensor the TensorIterator wraps.
+int32_t put_scalar(at::TensorIteratorBase& iter, int k, at::ScalarType compute, vnc_scalar_bytes& out) {
+  if (at::isComplexType(compute)) {
+    auto v = iter.original_scalar_value<c10::complex<double>>(k);
+    std::memcpy(out, &v, sizeof v);
+    return VNC_COMPLEX128;
+  }
+  if (at::isFloatingType(compute)) {
+    double v = iter.original_scalar_value<double>(k);
+    std::memcpy(out, &v, sizeof v);
+    return VNC_FLOAT64;
+  }
+  if (compute == at::kBool) {
+    bool v = iter.original_scalar_value<bool>(k);
+    std::memcpy(out, &v, sizeof v);
+    return VNC_BOOL;
+  }
+  int64_t v = iter.original_scalar_value<int64_t>(k);
+  std::memcpy(out, &v, sizeof v);
+  return VNC_INT64;
+}
+
+// Launches `op` over a built TensorIterator (operand 0 = output). Extra scalar inputs (for
+// ops whose ATen form takes a Scalar the table reads as an operand) follow the iterator's.
+void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& params,
+               const std::string& name, std::initializer_list<double> extra_scalars = {},
+               at::ScalarType compute = at::ScalarType::Undefined) {
+  if (compute == at::ScalarType::Undefined) compute = iter.common_dtype();
+  TORCH_CHECK(vnc_elementwise_supports(op, static_cast<int32_t>(compute)), "\"", name,
+              "\" not implemented for '", c10::toString(compute), "'");
+  record_native(name.c_str());
+  vnc_iter it{};
+  const int nt = iter.ntensors();
+  TORCH_CHECK(nt + static_cast<int>(extra_scalars.size()) <= VNC_ITER_MAX_OPERANDS, name, ": too many operands");
+  it.nops = nt + static_cast<int>(extra_scalars.size());
+  it.ndim = std::max(iter.ndim(), 1);
+  it.numel = iter.numel();
+  auto shape = iter.shape();
+  for (int d = 0; d < it.ndim; d++) it.shape[d] = d < iter.ndim() ? shape[d] : 1;
+  std::array<vnc_scalar_bytes, VNC_ITER_MAX_OPERANDS> scalars{};
+  uint32_t mask = 0;
+  bool f64 = false;
+  for (int k = 0; k < nt; k++) {
+    it.dtypes[k] = static_cast<int32_t>(iter.dtype(k));
+    f64 |= iter.dtype(k) == at::kDouble || iter.dtype(k) == at::kComplexDouble;
+    if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) {
+      mask |= 1u << k;
+      it.dtypes[k] = put_scalar(iter, k, compute, scalars[k]);
+      continue;
+    }
+    it.data[k] = static_cast<char*>(iter.data_ptr(k));
+    auto st = iter.strides(k);
+    for (int d = 0; d < it.ndim; d++) it.strides[k][d] = d < iter.ndim() ? st[d] : 0;
+  }
+  int k = nt;
+  for (double v : extra_scalars) {
+    mask |= 1u << k;
+    it.dtypes[k] = VNC_FLOAT64;
+    std::memcpy(scalars[k], &v, sizeof v);
+    k++;
+  }
+  if (f64) warn_float64(name.c_str());
+  if (it.numel == 0) return;
+  const at::Tensor& out = iter.tensor(0);
+  c10::DeviceGuard guard(out.device());
+  check(vnc_elementwise(current_vnc_stream(out.device().index()), name.c_str(), op, &it,
+                        static_cast<int32_t>(compute), &params, mask, scalars.data()));
+}
+
+vnc_ew_params no_params() { return vnc_ew_params{}; }
+
+// Parameters from a Scalar: the float and the integer view.
+vnc_ew_params scalar_params(const at::Scalar& s) {
+  vnc_ew_params p{};
+  p.f[0] = s.isComplex() ? s.toComplexDouble().real() : s.toDouble();
+  p.i[0] = s.isIntegral(true) ? s.toLong() : static_cast<int64_t>(p.f[0]);
+  return p;
+}
+
+// ---------------------------------------------------------------- impls
+// Each Impl::run(op, self, args..., out) launches one runtime op on the prepared iterator.
+
+template <vnc_ew_op OP>
+struct Plain {
+  template <class M, class... X>
+  static void run(M& op, X&&...) { launch_ew(op, OP, no_params(), aten_name(OP)); }
+};
+
+template <vnc_ew_op OP>
+struct WithAlpha {  // add / sub: alpha
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& alpha, const at::Tensor&) {
+    launch_ew(op, OP, scalar_params(alpha), aten_name(OP));
+  }
+};
+
+struct DivMode {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Tensor&, std::optional<c10::string_view> mode, const at::Tensor&) {
+    if (!mode) return launch_ew(op, VNC_EW_div, no_params(), "aten::div");
+    if (*mode == "trunc") return launch_ew(op, VNC_EW_div_trunc, no_params(), "aten::div");
+    TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+    launch_ew(op, VNC_EW_div_floor, no_params(), "aten::div");
+  }
+};
+
+struct Gelu {
+  template <class M>
+  static void run(M& op, const at::Tensor&, c10::string_view approximate, const at::Tensor&) {
+    launch_ew(op, approximate == "tanh" ? VNC_EW_gelu_tanh : VNC_EW_gelu, no_params(), "aten::gelu");
+  }
+};
+
+struct GeluBackward {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Tensor&, c10::string_view approximate, const at::Tensor&) {
+    launch_ew(op, approximate == "tanh" ? VNC_EW_gelu_tanh_backward : VNC_EW_gelu_backward, no_params(),
+              "aten::gelu_backward");
+  }
+};
+
+template <vnc_ew_op OP>
+struct OneScalar {  // leaky_relu(negative_slope), threshold_backward(threshold), addcmul/div(value)
+  template <class M, class... X>
+  static void run(M& op, const at::Tensor&, X&&... x) { run_scalar(op, x...); }
+  template <class M, class... X>
+  static void run_scalar(M& op, const at::Scalar& s, X&&...) { launch_ew(op, OP, scalar_params(s), aten_name(OP)); }
+  template <class M, class T, class... X, std::enable_if_t<!std::is_convertible_v<T, const at::Scalar&>, int> = 0>
+  static void run_scalar(M& op, T&&, X&&... x) { run_scalar(op, x...); }
+};
+
+struct Softplus {
+  template <class M, class... X>
+  static void run(M& op, X&&... x) { run_tail<M>(op, x...); }
+  template <class M, class... X>
+  static void run_tail(M& op, const at::Tensor&, X&&... x) { run_tail<M>(op, x...); }
+  template <class M, class... X>
+  static void run_tail(M& op, const at::Scalar& beta, const at::Scalar& threshold, X&&...) {
+    vnc_ew_params p{};
+    p.f[0] = beta.toDouble();
+    p.f[1] = threshold.toDouble();
+    launch_ew(op, std::is_same_v<M, Structured<at::meta::structured_softplus>> ? VNC_EW_softplus
+                                                                              : VNC_EW_softplus_backward,
+              p, std::is_same_v<M, Structured<at::meta::structured_softplus>> ? "aten::softplus" : "aten::softplus_backward");
+  }
+};
+
+struct Elu {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Scalar& alpha, const at::Scalar& scale,
+                  const at::Scalar& input_scale, const at::Tensor&) {
+    vnc_ew_params p{};
+    p.f[0] = alpha.toDouble();
+    p.f[1] = scale.toDouble();
+    p.f[2] = input_scale.toDouble();
+    launch_ew(op, VNC_EW_elu, p, "aten::elu");
+  }
+};
+
+struct EluBackward {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Scalar& alpha, const at::Scalar& scale,
+                  const at::Scalar& input_scale, bool is_result, const at::Tensor&, const at::Tensor&) {
+    vnc_ew_params p{};
+    p.f[0] = alpha.toDouble();
+    p.f[1] = scale.toDouble();
+    p.f[2] = input_scale.toDouble();
+    p.flags = is_result ? 1 : 0;
+    launch_ew(op, VNC_EW_elu_backward, p, "aten::elu_backward");
+  }
+};
+
+struct LeakyReluBackward {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& slope, bool, const at::Tensor&) {
+    launch_ew(op, VNC_EW_leaky_relu_backward, scalar_params(slope), "aten::leaky_relu_backward");
+  }
+};
+
+// clamp family: bits 1 (min) and 2 (max) of flags say which bounds are present.
+vnc_ew_params clamp_params(const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
+  vnc_ew_params p{};
+  if (lo) {
+    p.flags |= 1;
+    p.f[0] = lo->toDouble();
+    p.i[0] = lo->isIntegral(false) ? lo->toLong() : static_cast<int64_t>(std::ceil(lo->toDouble()));
+  }
+  if (hi) {
+    p.flags |= 2;
+    p.f[1] = hi->toDouble();
+    p.i[1] = hi->isIntegral(false) ? hi->toLong() : static_cast<int64_t>(std::floor(hi->toDouble()));
+  }
+  return p;
+}
+
+struct Clamp {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const std::optional<at::Scalar>& lo,
+                  const std::optional<at::Scalar>& hi, const at::Tensor&) {
+    launch_ew(op, VNC_EW_clamp, clamp_params(lo, hi), "aten::clamp");
+  }
+};
+
+struct ClampMin {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Scalar& lo, const at::Tensor&) {
+    launch_ew(op, VNC_EW_clamp, clamp_params(lo, std::nullopt), "aten::clamp_min");
+  }
+};
+
+struct ClampMax {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Scalar& hi, const at::Tensor&) {
+    launch_ew(op, VNC_EW_clamp, clamp_params(std::nullopt, hi), "aten::clamp_max");
+  }
+};
+
+struct LerpScalar {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& w, const at::Tensor&) {
+    launch_ew(op, VNC_EW_lerp, no_params(), "aten::lerp", {w.toDouble()});
+  }
+};
+
+// ---------------------------------------------------------------- non-structured ops
+
+// relu = clamp_min(0) with NaN propagation; bool is rejected like CPU.
+at::Tensor& nx_relu_out_impl(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).build();
+  launch_ew(iter, VNC_EW_relu, no_params(), "aten::relu");
+  return out;
+}
+at::Tensor nx_relu(const at::Tensor& self) {
+  at::Tensor out = at::empty_like(self);
+  return nx_relu_out_impl(self, out);
+}
+at::Tensor& nx_relu_(at::Tensor& self) { return nx_relu_out_impl(self, self); }
+
+at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .add_output(out)
+                  .add_const_input(cond)
+                  .add_const_input(self)
+                  .add_const_input(other)
+                  .build();
+  launch_ew(iter, VNC_EW_where, no_params(), "aten::where", {}, self.scalar_type());
+  return out;
+}
+
+at::Tensor nx_where(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
+  auto dtype = at::result_type(self, other);
+  at::Tensor out = at::empty({0}, self.options().dtype(dtype));
+  at::Tensor a = self.scalar_type() == dtype ? self : self.to(dtype);
+  at::Tensor b = other.scalar_type() == dtype ? other : other.to(dtype);
+  return nx_where_out(cond, a, b, out);
+}
+
+template <vnc_ew_op OP>
+at::Tensor& nx_logical_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .add_output(out)
+                  .add_const_input(self)
+                  .add_const_input(other)
+                  .build();
+  launch_ew(iter, OP, no_params(), aten_name(OP), {}, at::promote_types(self.scalar_type(), other.scalar_type()));
+  return out;
+}
+template <vnc_ew_op OP>
+at::Tensor nx_logical(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));
+  return nx_logical_out<OP>(self, other, out);
+}
+template <vnc_ew_op OP>
+at::Tensor& nx_logical_(at::Tensor& self, const at::Tensor& other) {
+  return nx_logical_out<OP>(self, other, self);
+}
+
+at::Tensor& nx_logical_not_out(const at::Tensor& self, at::Tensor& out) {
+  auto iter = at::TensorIteratorConfig().check_all_same_dtype(false).add_output(out).add_const_input(self).build();
+  launch_ew(iter, VNC_EW_logical_not, no_params(), "aten::logical_not", {}, self.scalar_type());
+  return out;
+}
+at::Tensor nx_logical_not(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));
+  return nx_logical_not_out(self, out);
+}
+at::Tensor& nx_logical_not_(at::Tensor& self) { return nx_logical_not_out(self, self); }
+
+// abs: real tensors only here (complex abs changes dtype; it stays on the fallback).
+at::Tensor& nx_abs_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), "abs of complex tensors is not natively supported on neuron");
+  auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).build();
+  launch_ew(iter, VNC_EW_abs, no_params(), "aten::abs");
+  return out;
+}
+
+at::Tensor& nx_hardswish_out(const at::Tensor& self, at::Tensor& out) {
+  auto iter = at::TensorIterator::unary_op(out, self);
+  launch_ew(iter, VNC_EW_hardswish, no_params(), "aten::hardswish");
+  return out;
+}
+at::Tensor nx_hardswish(const at::Tensor& self) {
+  at::Tensor out;
+  auto iter = at::TensorIterator::unary_op(out, self);
+  launch_ew(iter, VNC_EW_hardswish, no_params(), "aten::hardswish");
+  return iter.output();
+}
+at::Tensor& nx_hardswish_(at::Tensor& self) { return nx_hardswish_out(self, self); }
+
+at::Tensor nx_hardswish_backward(const at::Tensor& grad, const at::Tensor& self) {
+  at::Tensor out;
+  auto iter = at::TensorIterator::borrowing_binary_op(out, grad, self);
+  launch_ew(iter, VNC_EW_hardswish_backward, no_params(), "aten::hardswish_backward");
+  return iter.output();
+}
+
+at::Tensor& nx_hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lo,
+                                  const at::Scalar& hi, at::Tensor& out) {
+  auto iter = at::TensorIterator::borrowing_binary_op(out, grad, self);
+  vnc_ew_params p{};
+  p.f[0] = lo.toDouble();
+  p.f[1] = hi.toDouble();
+  launch_ew(iter, VNC_EW_hardtanh_backward, p, "aten::hardtanh_backward");
+  return out;
+}
+at::Tensor nx_hardtanh_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi) {
+  at::Tensor out;
+  auto iter = at::TensorIterator::borrowing_binary_op(out, grad, self);
+  vnc_ew_params p{};
+  p.f[0] = lo.toDouble();
+  p.f[1] = hi.toDouble();
+  launch_ew(iter, VNC_EW_hardtanh_backward, p, "aten::hardtanh_backward");
+  return iter.output();
+}
+
+at::Tensor& nx_floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  auto iter = at::TensorIterator::binary_op(out, self, other);
+  launch_ew(iter, VNC_EW_div_floor, no_params(), "aten::floor_divide");
+  return out;
+}
+at::Tensor nx_floor_divide(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out;
+  auto iter = at::TensorIterator::binary_op(out, self, other);
+  launch_ew(iter, VNC_EW_div_floor, no_params(), "aten::floor_divide");
+  return iter.output();
+}
+at::Tensor& nx_floor_divide_(at::Tensor& self, const at::Tensor& other) { return nx_floor_divide_out(self, other, self); }
+
+at::Tensor& nx_isnan_out(const at::Tensor& self, at::Tensor& out) {
+  auto iter = at::TensorIteratorConfig().check_all_same_dtype(false).add_output(out).add_const_input(self).build();
+  launch_ew(iter, VNC_EW_isnan, no_params(), "aten::isnan", {}, self.scalar_type());
+  return out;
+}
+at::Tensor nx_isnan(const at::Tensor& self) {
+  if (self.is_complex()) return at::logical_or(at::isnan(at::real(self)), at::isnan(at::imag(self)));
+  at::Tensor out = at::empty_like(self, self.options().dtype(at::kBool));
+  return nx_isnan_out(self, out);
+}
+
+}  // namespace
+
+// The three variants of a structured op: functional, in-place and out= kernels.
+#define REG3(FN, IN, OUT, META, IMPL, ...)                                                    \
+  m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \
+  m.impl(IN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::inplace<IMPL>)));            \
+  m.impl(OUT, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::out<IMPL>)));
+// Functional and out= only (backward ops).
+#define REG2(FN, OUT, META, IMPL, ...)                                                        \
+  m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \
+  m.impl(OUT, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::out<IMPL>)));
+
+using T = const at::Tensor&;
+using S = const at::Scalar&;
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define REG_UNARY(name) REG3(#name, #name "_", #name ".out", structured_##name, Plain<VNC_EW_##name>)
+  NEURON_UNARY_META(REG_UNARY)
+#undef REG_UNARY
+  REG3("add.Tensor", "add_.Tensor", "add.out", structured_add_Tensor, WithAlpha<VNC_EW_add>, T, S)
+  REG3("sub.Tensor", "sub_.Tensor", "sub.out", structured_sub_Tensor, WithAlpha<VNC_EW_sub>, T, S)
+  REG3("mul.Tensor", "mul_.Tensor", "mul.out", structured_mul_Tensor, Plain<VNC_EW_mul>, T)
+  REG3("div.Tensor", "div_.Tensor", "div.out", structured_div_Tensor, Plain<VNC_EW_div>, T)
+  REG3("div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", structured_div_Tensor_mode, DivMode, T,
+       std::optional<c10::string_view>)
+  REG3("remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", structured_remainder_Tensor,
+       Plain<VNC_EW_remainder>, T)
+  REG3("fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", structured_fmod_Tensor, Plain<VNC_EW_fmod>, T)
+  REG3("pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", structured_pow_Tensor_Tensor, Plain<VNC_EW_pow>, T)
+  REG3("atan2", "atan2_", "atan2.out", structured_atan2, Plain<VNC_EW_atan2>, T)
+  REG2("maximum", "maximum.out", structured_maximum, Plain<VNC_EW_maximum>, T)
+  REG2("minimum", "minimum.out", structured_minimum, Plain<VNC_EW_minimum>, T)
+  REG2("fmax", "fmax.out", structured_fmax, Plain<VNC_EW_fmax>, T)
+  REG2("fmin", "fmin.out", structured_fmin, Plain<VNC_EW_fmin>, T)
+#define REG_CMP(name)                                                                          \
+  REG3(#name ".Tensor", #name "_.Tensor", #name ".Tensor_out", structured_##name##_Tensor, Plain<VNC_EW_##name>, T) \
+  REG3(#name ".Scalar", #name "_.Scalar", #name ".Scalar_out", structured_##name##_Scalar, Plain<VNC_EW_##name>, S)
+  REG_CMP(eq) REG_CMP(ne) REG_CMP(lt) REG_CMP(le) REG_CMP(gt) REG_CMP(ge)
+#undef REG_CMP
+  REG3("bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out", structured_bitwise_and_Tensor, Plain<VNC_EW_bitwise_and>, T)
+  REG3("bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", structured_bitwise_or_Tensor, Plain<VNC_EW_bitwise_or>, T)
+  REG3("bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", structured_bitwise_xor_Tensor, Plain<VNC_EW_bitwise_xor>, T)
+  REG3("bitwise_not", "bitwise_not_", "bitwise_not.out", structured_bitwise_not, Plain<VNC_EW_bitwise_not>)
+  REG3("gelu", "gelu_", "gelu.out", structured_gelu, Gelu, c10::string_view)
+  REG2("gelu_backward", "gelu_backward.grad_input", structured_gelu_backward, GeluBackward, T, c10::string_view)
+  REG2("silu_backward", "silu_backward.grad_input", structured_silu_backward, Plain<VNC_EW_silu_backward>, T)
+  REG2("sigmoid_backward", "sigmoid_backward.grad_input", structured_sigmoid_backward, Plain<VNC_EW_sigmoid_backward>, T)
+  REG2("tanh_backward", "tanh_backward.grad_input", structured_tanh_backward, Plain<VNC_EW_tanh_backward>, T)
+  REG2("threshold_backward", "threshold_backward.grad_input", structured_threshold_backward,
+       OneScalar<VNC_EW_threshold_backward>, T, S)
+  REG3("softplus", "softplus_", "softplus.out", structured_softplus, Softplus, S, S)
+  REG2("softplus_backward", "softplus_backward.grad_input", structured_softplus_backward, Softplus, T, S, S)
+  REG3("leaky_relu", "leaky_relu_", "leaky_relu.out", structured_leaky_relu, OneScalar<VNC_EW_leaky_relu>, S)
+  REG2("leaky_relu_backward", "leaky_relu_backward.grad_input", structured_leaky_relu_backward,
+       LeakyReluBackward, T, S, bool)
+  REG3("elu", "elu_", "elu.out", structured_elu, Elu, S, S, S)
+  REG2("elu_backward", "elu_backward.grad_input", structured_elu_backward, EluBackward, S, S, S, bool, T)
+  REG3("hardsigmoid", "hardsigmoid_", "hardsigmoid.out", structured_hardsigmoid, Plain<VNC_EW_hardsigmoid>)
+  REG3("clamp", "clamp_", "clamp.out", structured_clamp, Clamp, const std::optional<at::Scalar>&,
+       const std::optional<at::Scalar>&)
+  REG3("clamp_min", "clamp_min_", "clamp_min.out", structured_clamp_min, ClampMin, S)
+  REG3("clamp_max", "clamp_max_", "clamp_max.out", structured_clamp_max, ClampMax, S)
+  REG3("lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", structured_lerp_Scalar, LerpScalar, T, S)
+  REG3("lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out", structured_lerp_Tensor, Plain<VNC_EW_lerp>, T, T)
+  REG3("addcmul", "addcmul_", "addcmul.out", structured_addcmul, OneScalar<VNC_EW_addcmul>, T, T, S)
+  REG3("addcdiv", "addcdiv_", "addcdiv.out", structured_addcdiv, OneScalar<VNC_EW_addcdiv>, T, T, S)
+  m.impl("relu", TORCH_FN(nx_relu));
+  m.impl("relu_", TORCH_FN(nx_relu_));
+  m.impl("where.self", TORCH_FN(nx_where));
+  m.impl("where.self_out", TORCH_FN(nx_where_out));
+  m.impl("logical_and", TORCH_FN(nx_logical<VNC_EW_logical_and>));
+  m.impl("logical_and_", TORCH_FN(nx_logical_<VNC_EW_logical_and>));
+  m.impl("logical_and.out", TORCH_FN(nx_logical_out<VNC_EW_logical_and>));
+  m.impl("logical_or", TORCH_FN(nx_logical<VNC_EW_logical_or>));
+  m.impl("logical_or_", TORCH_FN(nx_logical_<VNC_EW_logical_or>));
+  m.impl("logical_or.out", TORCH_FN(nx_logical_out<VNC_EW_logical_or>));
+  m.impl("logical_xor", TORCH_FN(nx_logical<VNC_EW_logical_xor>));
+  m.impl("logical_xor_", TORCH_FN(nx_logical_<VNC_EW_logical_xor>));
+  m.impl("logical_xor.out", TORCH_FN(nx_logical_out<VNC_EW_logical_xor>));
+  m.impl("logical_not", TORCH_FN(nx_logical_not));
+  m.impl("logical_not_", TORCH_FN(nx_logical_not_));
+  m.impl("logical_not.out", TORCH_FN(nx_logical_not_out));
+  m.impl("abs.out", TORCH_FN(nx_abs_out));
+  m.impl("hardswish", TORCH_FN(nx_hardswish));
+  m.impl("hardswish_", TORCH_FN(nx_hardswish_));
+  m.impl("hardswish.out", TORCH_FN(nx_hardswish_out));
+  m.impl("hardswish_backward", TORCH_FN(nx_hardswish_backward));
+  m.impl("hardtanh_backward", TORCH_FN(nx_hardtanh_backward));
+  m.impl("hardtanh_backward.grad_input", TORCH_FN(nx_hardtanh_backward_out));
+  m.impl("isnan", TORCH_FN(nx_isnan));
+  m.impl("floor_divide", TORCH_FN(nx_floor_divide));
+  m.impl("floor_divide_.Tensor", TORCH_FN(nx_floor_divide_));
+  m.impl("floor_divide.out", TORCH_FN(nx_floor_divide_out));
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,116 @@
+// Functional / in-place / out= variants of ATen's structured ops for the neuron key.
+//
+// ATen defines each structured op as a meta function (shapes, dtypes, argument checks —
+// for elementwise ops a TensorIterator build) plus a per-backend impl. The code PyTorch
+// generates for CPU and CUDA wraps them into three kernels; Variants<Meta, Args...> does the
+// same for neuron: it runs ATen's own meta (so semantics and error messages are PyTorch's)
+// and hands the prepared op to an Impl that launches a runtime kernel.
+#pragma once
+
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+
+#include <array>
+#include <optional>
+#include <type_traits>
+
+namespace torch_neuronx {
+
+enum class Mode { Functional, Inplace, Out };
+
+template <class Meta, size_t N = 1>
+struct Structured final : Meta {
+  Mode mode;
+  std::array<at::Tensor, N> outs;
+  std::array<std::optional<at::Tensor>, N> proxies;
+
+  explicit Structured(Mode m) : mode(m) {}
+  Structured(Mode m, std::array<at::Tensor, N> given) : mode(m), outs(std::move(given)) {}
+
+  void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    prepare(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    prepare(i, sizes, strides, options);
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override {
+    return proxies[i] ? *proxies[i] : outs[i];
+  }
+  // Copies proxies (temporaries with the strides the op wanted) back into out= tensors.
+  void finish() {
+    for (size_t i = 0; i < N; i++)
+      if (proxies[i]) outs[i].copy_(*proxies[i]);
+  }
+
+ private:
+  void prepare(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) {
+    at::Tensor& out = outs[i];
+    if (mode == Mode::Functional) {
+      out = strides.empty() ? at::empty(sizes, options) : at::empty_strided(sizes, strides, options);
+    } else {
+      if (mode == Mode::Out) {
+        TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ",
+                    options.dtype(), ", but got ", out.dtype(), " instead");
+        TORCH_CHECK(options.device() == out.device(), "Expected out tensor to have device ",
+                    options.device(), ", but got ", out.device(), " instead");
+        if (at::native::resize_output(out, sizes)) {
+          if (!strides.empty()) out.as_strided_(sizes, strides);
+          else if (options.memory_format_opt()) out.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
+        }
+      } else {
+        TORCH_CHECK(options.dtype() == out.dtype(), "Bad in-place call: input tensor dtype ",
+                    out.dtype(), " and output tensor dtype ", options.dtype(), " should match");
+        TORCH_CHECK(options.device() == out.device(), "Bad in-place call: input tensor device ",
+                    out.device(), " and output tensor device ", options.device(), " should match");
+        TORCH_CHECK(sizes == out.sizes(), "Bad in-place call: input tensor size ", out.sizes(),
+                    " and output tensor size ", sizes, " should match");
+      }
+      if (!strides.empty() && out.strides() != strides)
+        proxies[i] = at::empty_strided(sizes, strides, options);
+    }
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Meta>)
+      Meta::set_output_raw_strided(i, sizes, strides, options);
+  }
+};
+
+// Arguments as the meta functions take them: optional Scalars/Tensors by reference wrapper.
+template <class A>
+const A& to_meta(const A& a) { return a; }
+inline at::OptionalScalarRef to_meta(const std::optional<at::Scalar>& s) {
+  return s ? at::OptionalScalarRef(&*s) : at::OptionalScalarRef();
+}
+inline at::OptionalTensorRef to_meta(const std::optional<at::Tensor>& t) {
+  return t && t->defined() ? at::OptionalTensorRef(*t) : at::OptionalTensorRef();
+}
+
+// Impl: a type with static run(Meta& op, const at::Tensor& self, Args... args, const at::Tensor& out)
+template <class Meta, class... Args>
+struct Variants {
+  template <class Impl>
+  static at::Tensor functional(const at::Tensor& self, Args... args) {
+    Structured<Meta> op(Mode::Functional);
+    op.meta(self, to_meta(args)...);
+    Impl::run(op, self, args..., op.maybe_get_output(0));
+    return std::move(op.outs[0]);
+  }
+  template <class Impl>
+  static at::Tensor& inplace(at::Tensor& self, Args... args) {
+    Structured<Meta> op(Mode::Inplace, {self});
+    op.meta(self, to_meta(args)...);
+    Impl::run(op, self, args..., op.maybe_get_output(0));
+    op.finish();
+    return self;
+  }
+  template <class Impl>
+  static at::Tensor& out(const at::Tensor& self, Args... args, at::Tensor& result) {
+    Structured<Meta> op(Mode::Out, {result});
+    op.meta(self, to_meta(args)...);
+    Impl::run(op, self, args..., op.maybe_get_output(0));
+    op.finish();
+    return result;
+  }
+};
+
+}  // namespace torch_neuronx

@@ -1,0 +1,132 @@
+/* vnc/ew_scalar.h — scalar helpers called by the bodies of vnc/ew_table.h (C11 only: uses
+ * <complex.h>). Formulas follow ATen's CPU kernels where noted. */
+#ifndef VNC_EW_SCALAR_H
+#define VNC_EW_SCALAR_H
+
+#include <complex.h>
+#include <math.h>
+#include <stdint.h>
+#include "ew_table.h"
+
+static inline int vnc_ew_fault(const vnc_ew_params *P) {
+  if (P->fault) __atomic_store_n(P->fault, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+/* ---- helpers (float) ---- */
+static inline float vnc_f_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+static inline float vnc_f_gelu(float a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752440f)); }
+static inline float vnc_f_gelu_tanh(float a) {
+  const float k = 0.79788456080286535588f; /* sqrt(2/pi) */
+  return 0.5f * a * (1.0f + tanhf(k * (a + 0.044715f * a * a * a)));
+}
+static inline float vnc_f_gelu_grad(float g, float a) {
+  const float cdf = 0.5f * (1.0f + erff(a * 0.70710678118654752440f));
+  const float pdf = expf(-0.5f * a * a) * 0.39894228040143267794f; /* 1/sqrt(2 pi) */
+  return g * (cdf + a * pdf);
+}
+static inline float vnc_f_gelu_tanh_grad(float g, float a) {
+  const float k = 0.79788456080286535588f, c = 0.044715f;
+  const float inner = k * (a + c * a * a * a);
+  const float t = tanhf(inner);
+  const float left = 0.5f * a, right = 1.0f + t;
+  const float dinner = k * (1.0f + 3.0f * c * a * a);
+  return g * (0.5f * right + left * (1.0f - t * t) * dinner);
+}
+static inline float vnc_f_silu_grad(float g, float a) {
+  const float s = vnc_f_sigmoid(a);
+  return g * s * (1.0f + a * (1.0f - s));
+}
+/* Python-style remainder: the result takes the divisor's sign (ATen remainder). */
+static inline float vnc_f_remainder(float a, float b) {
+  float m = fmodf(a, b);
+  if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) m += b;
+  return m;
+}
+/* floor division as ATen's div_floor_floating (fmod-based, exact for representable values). */
+static inline float vnc_f_div_floor(float a, float b) {
+  if (b == 0.0f) return a / b;
+  float mod = fmodf(a, b);
+  float div = (a - mod) / b;
+  if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f))) div -= 1.0f;
+  float floordiv;
+  if (div != 0.0f) {
+    floordiv = floorf(div);
+    if (div - floordiv > 0.5f) floordiv += 1.0f;
+  } else {
+    floordiv = copysignf(0.0f, a / b);
+  }
+  return floordiv;
+}
+/* maximum/minimum propagate NaN from either side (ATen). */
+static inline float vnc_f_max(float a, float b) { return (isnan(a) || a > b) ? a : b; }
+static inline float vnc_f_min(float a, float b) { return (isnan(a) || a < b) ? a : b; }
+static inline float vnc_f_clamp(float a, const vnc_ew_params *P) {
+  if (isnan(a)) return a;
+  float r = a;
+  if ((P->flags & 1) && !(r >= (float)P->f[0])) r = (float)P->f[0];
+  if ((P->flags & 2) && !(r <= (float)P->f[1])) r = (float)P->f[1];
+  return r;
+}
+static inline float vnc_f_lerp(float a, float b, float w) {
+  return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+static inline float vnc_f_softplus(float a, float beta, float threshold) {
+  return a * beta > threshold ? a : log1pf(expf(a * beta)) / beta;
+}
+static inline float vnc_f_softplus_grad(float g, float a, float beta, float threshold) {
+  float z = expf(a * beta);
+  return a * beta > threshold ? g : g * z / (z + 1.0f);
+}
+static inline float vnc_f_elu(float a, float alpha, float scale, float input_scale) {
+  return a <= 0.0f ? expm1f(a * input_scale) * alpha * scale : a * scale;
+}
+/* elu_backward(grad, self_or_result, alpha, scale, input_scale, is_result) as ATen. */
+static inline float vnc_f_elu_grad(float g, float x, const vnc_ew_params *P) {
+  const float alpha = (float)P->f[0], scale = (float)P->f[1], input_scale = (float)P->f[2];
+  if (P->flags & 1) return x <= 0.0f ? g * input_scale * (x + alpha * scale) : g * scale;
+  return x <= 0.0f ? g * input_scale * alpha * scale * expf(x * input_scale) : g * scale;
+}
+static inline float vnc_f_hardswish(float a) { return a * fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f; }
+static inline float vnc_f_hardswish_grad(float g, float a) {
+  return a < -3.0f ? 0.0f : (a <= 3.0f ? g * ((a / 3.0f) + 0.5f) : g);
+}
+static inline float vnc_f_sign(float a) { return (float)((0.0f < a) - (a < 0.0f)); }
+
+/* ---- helpers (integer; T is the integer type) ---- */
+#define VNC_I_ABS(T, a) ((T)((a) < 0 ? -(a) : (a)))
+#define VNC_I_SIGN(a) ((0 < (a)) - ((a) < 0))
+/* Division helpers report b == 0 (ZeroDivisionError, as ATen) and avoid the INT_MIN / -1
+ * trap by negating. */
+#define VNC_I_DIV_TRUNC(T, a, b) \
+  ((b) == 0 ? (T)vnc_ew_fault(P) : (b) == -1 ? (T)(-(a)) : (T)((a) / (b)))
+#define VNC_I_DIV_FLOOR(T, a, b)                                                        \
+  ((b) == 0 ? (T)vnc_ew_fault(P) : (b) == -1 ? (T)(-(a))                                \
+   : (T)(((a) / (b)) - ((((a) % (b)) != 0) && (((a) < 0) != ((b) < 0)))))
+#define VNC_I_REM(T, a, b)                                                              \
+  ((b) == 0 ? (T)vnc_ew_fault(P) : (b) == -1 ? (T)0                                     \
+   : (T)((((a) % (b)) != 0 && (((a) % (b)) < 0) != ((b) < 0)) ? ((a) % (b)) + (b) : ((a) % (b))))
+#define VNC_I_FMOD(T, a, b) ((b) == 0 ? (T)vnc_ew_fault(P) : (b) == -1 ? (T)0 : (T)((a) % (b)))
+
+/* ---- helpers (complex64) ---- */
+static inline float _Complex vnc_c_mul(float _Complex x, float _Complex y) {
+  float a = crealf(x), b = cimagf(x), c = crealf(y), d = cimagf(y);
+  return CMPLXF(a * c - b * d, a * d + b * c);
+}
+/* Smith's algorithm, as c10::complex (after numpy). */
+static inline float _Complex vnc_c_div(float _Complex x, float _Complex y) {
+  float a = crealf(x), b = cimagf(x), c = crealf(y), d = cimagf(y);
+  float ac = fabsf(c), ad = fabsf(d);
+  if (ac >= ad) {
+    if (ac == 0.0f && ad == 0.0f) return CMPLXF(a / ac, b / ad);
+    float rat = d / c, scl = 1.0f / (c + d * rat);
+    return CMPLXF((a + b * rat) * scl, (b - a * rat) * scl);
+  }
+  float rat = c / d, scl = 1.0f / (d + c * rat);
+  return CMPLXF((a * rat + b) * scl, (b * rat - a) * scl);
+}
+static inline float _Complex vnc_c_scale(float _Complex x, double s) {
+  return CMPLXF(crealf(x) * (float)s, cimagf(x) * (float)s);
+}
+
+#endif
