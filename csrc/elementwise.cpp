@@ -456,6 +456,24 @@ at::Tensor nx_floor_divide(const at::Tensor& self, const at::Tensor& other) {
 }
 at::Tensor& nx_floor_divide_(at::Tensor& self, const at::Tensor& other) { return nx_floor_divide_out(self, other, self); }
 
+// hardtanh = clamp with integer bounds kept integral for integer inputs (as ATen).
+at::Tensor& nx_hardtanh_out(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi, at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  if (at::isIntegralType(self.scalar_type(), false)) {
+    TORCH_CHECK(self.dtype() != at::kByte || (lo.toLong() >= 0 && hi.toLong() >= 0),
+                "cannot do hardtanh on an unsigned type with negative limits");
+    return at::clamp_out(out, self, lo.toLong(), hi.toLong());
+  }
+  return at::clamp_out(out, self, lo, hi);
+}
+at::Tensor nx_hardtanh(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi) {
+  at::Tensor out = at::empty_like(self);
+  return nx_hardtanh_out(self, lo, hi, out);
+}
+at::Tensor& nx_hardtanh_(at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi) {
+  return nx_hardtanh_out(self, lo, hi, self);
+}
+
 at::Tensor& nx_isnan_out(const at::Tensor& self, at::Tensor& out) {
   auto iter = at::TensorIteratorConfig().check_all_same_dtype(false).add_output(out).add_const_input(self).build();
   launch_ew(iter, VNC_EW_isnan, no_params(), "aten::isnan", {}, self.scalar_type());
@@ -557,6 +575,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardtanh_backward", TORCH_FN(nx_hardtanh_backward));
   m.impl("hardtanh_backward.grad_input", TORCH_FN(nx_hardtanh_backward_out));
   m.impl("isnan", TORCH_FN(nx_isnan));
+  m.impl("hardtanh", TORCH_FN(nx_hardtanh));
+  m.impl("hardtanh_", TORCH_FN(nx_hardtanh_));
+  m.impl("hardtanh.out", TORCH_FN(nx_hardtanh_out));
   m.impl("floor_divide", TORCH_FN(nx_floor_divide));
   m.impl("floor_divide_.Tensor", TORCH_FN(nx_floor_divide_));
   m.impl("floor_divide.out", TORCH_FN(nx_floor_divide_out));

@@ -108,6 +108,19 @@ static inline float vnc_f_sign(float a) { return (float)((0.0f < a) - (a < 0.0f)
    : (T)((((a) % (b)) != 0 && (((a) % (b)) < 0) != ((b) < 0)) ? ((a) % (b)) + (b) : ((a) % (b))))
 #define VNC_I_FMOD(T, a, b) ((b) == 0 ? (T)vnc_ew_fault(P) : (b) == -1 ? (T)0 : (T)((a) % (b)))
 
+/* Integer power as c10's powi: negative exponents give 0 except for bases 1 and -1;
+ * products wrap (computed in uint64, which truncates to T the same way). */
+static inline int64_t vnc_i_pow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((-b) % 2 ? -1 : 1) : 0;
+  uint64_t r = 1, base = (uint64_t)a;
+  while (b) {
+    if (b & 1) r *= base;
+    b /= 2;
+    base *= base;
+  }
+  return (int64_t)r;
+}
+
 /* ---- helpers (complex64) ---- */
 static inline float _Complex vnc_c_mul(float _Complex x, float _Complex y) {
   float a = crealf(x), b = cimagf(x), c = crealf(y), d = cimagf(y);

@@ -45,7 +45,7 @@ typedef struct vnc_ew_na {
   X(div_floor, 2, S, vnc_f_div_floor(a, b), VNC_I_DIV_FLOOR(T, a, b), VNC_NA, VNC_NA) \
   X(remainder, 2, S, vnc_f_remainder(a, b), VNC_I_REM(T, a, b), VNC_NA, VNC_NA) \
   X(fmod, 2, S, fmodf(a, b), VNC_I_FMOD(T, a, b), VNC_NA, VNC_NA) \
-  X(pow, 2, S, powf(a, b), VNC_NA, VNC_NA, VNC_NA) \
+  X(pow, 2, S, powf(a, b), (T)vnc_i_pow((int64_t)a, (int64_t)b), VNC_NA, VNC_NA) \
   X(atan2, 2, S, atan2f(a, b), VNC_NA, VNC_NA, VNC_NA) \
   X(maximum, 2, S, vnc_f_max(a, b), (T)(a > b ? a : b), a || b, VNC_NA) \
   X(minimum, 2, S, vnc_f_min(a, b), (T)(a < b ? a : b), a && b, VNC_NA) \
@@ -112,15 +112,16 @@ typedef struct vnc_ew_na {
   X(elu, 1, S, vnc_f_elu(a, (float)P->f[0], (float)P->f[1], (float)P->f[2]), VNC_NA, VNC_NA, VNC_NA) \
   X(hardswish, 1, S, vnc_f_hardswish(a), VNC_NA, VNC_NA, VNC_NA) \
   X(hardsigmoid, 1, S, fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f, VNC_NA, VNC_NA, VNC_NA) \
-  /* backward of activations: a = grad_output, b = input (or result where noted) */ \
-  X(threshold_backward, 2, S, b <= (float)P->f[0] ? 0.0f : a, (T)(b <= P->i[0] ? 0 : a), VNC_NA, VNC_NA) \
+  /* backward of activations: a = grad_output, b = input (or result where noted), except
+   * where ATen's meta orders them (self, grad): threshold_backward, leaky_relu_backward */ \
+  X(threshold_backward, 2, S, a <= (float)P->f[0] ? 0.0f : b, (T)(a <= P->i[0] ? 0 : b), VNC_NA, VNC_NA) \
   X(gelu_backward, 2, S, vnc_f_gelu_grad(a, b), VNC_NA, VNC_NA, VNC_NA) \
   X(gelu_tanh_backward, 2, S, vnc_f_gelu_tanh_grad(a, b), VNC_NA, VNC_NA, VNC_NA) \
   X(silu_backward, 2, S, vnc_f_silu_grad(a, b), VNC_NA, VNC_NA, VNC_NA) \
   X(sigmoid_backward, 2, S, a * (1.0f - b) * b, VNC_NA, VNC_NA, VNC_NA) /* b = result */ \
   X(tanh_backward, 2, S, a * (1.0f - b * b), VNC_NA, VNC_NA, VNC_NA) /* b = result */ \
   X(softplus_backward, 2, S, vnc_f_softplus_grad(a, b, (float)P->f[0], (float)P->f[1]), VNC_NA, VNC_NA, VNC_NA) \
-  X(leaky_relu_backward, 2, S, b > 0.0f ? a : a * (float)P->f[0], VNC_NA, VNC_NA, VNC_NA) \
+  X(leaky_relu_backward, 2, S, a > 0.0f ? b : b * (float)P->f[0], VNC_NA, VNC_NA, VNC_NA) \
   X(elu_backward, 2, S, vnc_f_elu_grad(a, b, P), VNC_NA, VNC_NA, VNC_NA) \
   X(hardswish_backward, 2, S, vnc_f_hardswish_grad(a, b), VNC_NA, VNC_NA, VNC_NA) \
   X(hardtanh_backward, 2, S, (b <= (float)P->f[0] || b >= (float)P->f[1]) ? 0.0f : a, VNC_NA, VNC_NA, VNC_NA) \

@@ -1,0 +1,161 @@
+"""Conformance against PyTorch's own OpInfo database (op_db).
+
+For every OpInfo whose ATen op has a kernel registered for the neuron dispatch key, its
+sample inputs (and their non-contiguous variants) run on neuron and on CPU and the results
+are compared (values, dtypes, shapes; exceptions must match in type). For float32 the
+gradients of the samples are compared too. Known differences are listed, each with a reason,
+in tests/conformance_xfail.txt.
+
+`make test` runs a bounded slice (float32 and int64, first samples of each op);
+`make conformance` (NEURON_CONFORMANCE=full) runs every sample for more dtypes.
+"""
+import os
+import pathlib
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+
+import torch_neuronx  # noqa: F401
+
+FULL = os.environ.get("NEURON_CONFORMANCE") == "full"
+DTYPES = ([torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool]
+          if FULL else [torch.float32, torch.int64])
+MAX_SAMPLES = None if FULL else 4
+GRAD_SAMPLES = None if FULL else 2
+# Ops whose outputs are random or depend on allocation, so not comparable sample by sample.
+NONDETERMINISTIC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "bernoulli",
+                    "normal", "rand_like", "randn_like", "randint_like", "uniform", "multinomial",
+                    "nn.functional.dropout", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
+                    "nn.functional.dropout2d", "nn.functional.dropout3d", "cauchy", "exponential",
+                    "geometric", "log_normal", "randint"}
+
+
+def _native_names() -> set[str]:
+    regs = torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
+    return {r.split("::", 1)[1].split(".", 1)[0] for r in regs if r.startswith("aten::")}
+
+
+def _xfails() -> dict[tuple[str, str], str]:
+    path = pathlib.Path(__file__).with_name("conformance_xfail.txt")
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, dtype, reason = line.split(None, 2)
+            out[(name, dtype)] = reason
+    return out
+
+
+NATIVE = _native_names()
+XFAIL = _xfails()
+OPS = [op for op in op_db if (op.aten_name or op.name) in NATIVE and op.name not in NONDETERMINISTIC]
+
+
+def _ident(op) -> str:
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def _to(x, device):
+    if isinstance(x, torch.Tensor):
+        # Same storage contents, offset and strides: as_strided and view checks depend on them.
+        storage = x.detach().untyped_storage().to(device=device)
+        t = torch.empty(0, dtype=x.dtype, device=device).set_(storage, x.storage_offset(), x.size(), x.stride())
+        return t.requires_grad_(x.requires_grad)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
+
+def _tolerances(dtype):
+    if dtype in (torch.bfloat16, torch.float16):
+        return dict(rtol=1.6e-2, atol=1e-3)
+    if dtype.is_floating_point or dtype.is_complex:
+        return dict(rtol=2e-5, atol=2e-5)
+    return dict(rtol=0, atol=0)
+
+
+def _compare(actual, expected, dtype, what):
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), what
+        assert actual.device.type == "neuron", f"{what}: result on {actual.device}"
+        torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **_tolerances(expected.dtype),
+                                   msg=lambda m: f"{what}: {m}")
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), what
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _compare(a, e, dtype, f"{what}[{i}]")
+    else:
+        assert actual == expected or (expected != expected and actual != actual), f"{what}: {actual} != {expected}"
+
+
+def _run(op, sample):
+    return op(sample.input, *sample.args, **sample.kwargs)
+
+
+def _check_sample(op, sample, dtype, what):
+    try:
+        expected = _run(op, sample)
+    except Exception as e:  # the device must refuse the same input the same way
+        with pytest.raises(type(e)):
+            _run(op, sample.transform(lambda t: _to(t, "neuron")))
+        return
+    actual = _run(op, sample.transform(lambda t: _to(t, "neuron")))
+    _compare(actual, expected, dtype, what)
+
+
+def _outputs(result):
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (list, tuple)):
+        return [r for r in result if isinstance(r, torch.Tensor)]
+    return []
+
+
+def _grads(op, sample):
+    inputs = [t for t in [sample.input, *sample.args] if isinstance(t, torch.Tensor) and t.requires_grad]
+    outs = [o for o in _outputs(_run(op, sample)) if o.requires_grad and o.is_floating_point()]
+    if not inputs or not outs:
+        return None
+    loss = sum((o * torch.linspace(0.5, 1.5, o.numel(), device=o.device).reshape(o.shape)).sum() for o in outs)
+    return torch.autograd.grad(loss, inputs, allow_unused=True)
+
+
+def _cases():
+    for op in OPS:
+        for dtype in DTYPES:
+            if dtype in op.supported_dtypes("cpu"):
+                marks = []
+                reason = XFAIL.get((_ident(op), str(dtype).replace("torch.", ""))) or XFAIL.get((_ident(op), "all"))
+                if reason:
+                    marks.append(pytest.mark.xfail(reason=reason, strict=True))
+                yield pytest.param(op, dtype, id=f"{_ident(op)}-{str(dtype).replace('torch.', '')}", marks=marks)
+
+
+@pytest.mark.parametrize("op,dtype", list(_cases()))
+def test_op_matches_cpu(op, dtype):
+    torch.manual_seed(0)
+    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:MAX_SAMPLES]
+    for i, sample in enumerate(samples):
+        _check_sample(op, sample, dtype, f"{_ident(op)} sample {i}")
+        _check_sample(op, sample.noncontiguous(), dtype, f"{_ident(op)} sample {i} (non-contiguous)")
+    if dtype == torch.float32 and op.supports_autograd:
+        for i, sample in enumerate(list(op.sample_inputs("cpu", dtype, requires_grad=True))[:GRAD_SAMPLES]):
+            try:
+                expected = _grads(op, sample)
+            except Exception:
+                continue
+            if expected is None:
+                continue
+            actual = _grads(op, sample.transform(lambda t: _to(t, "neuron")))
+            for k, (a, e) in enumerate(zip(actual, expected)):
+                if e is not None:
+                    _compare(a, e, dtype, f"{_ident(op)} grad {k} of sample {i}")
+
+
+def test_harness_covers_the_native_elementwise_ops():
+    names = {op.aten_name or op.name for op in OPS}
+    for expected in ("add", "mul", "div", "exp", "gelu", "where", "clamp", "eq", "lerp", "addcmul"):
+        assert expected in names
