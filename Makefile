@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 SOURCES := CMakeLists.txt pyproject.toml $(shell find runtime csrc -name '*.[ch]' -o -name '*.cpp' -o -name 'CMakeLists.txt')
 PYTEST_ARGS ?=
 
-.PHONY: setup build test test-c test-asan test-py demo bench clean
+.PHONY: setup build test test-c test-asan test-py conformance demo bench clean
 
 setup: .stamp-build
 
@@ -43,6 +43,10 @@ test-py: .stamp-build
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 test: test-c test-asan test-py
+
+# Every OpInfo sample of every native op, for more dtypes (make test runs a bounded slice).
+conformance: .stamp-build
+	NEURON_CONFORMANCE=full $(PY) -m pytest tests/test_conformance.py $(PYTEST_ARGS)
 
 demo: .stamp-build
 	$(PY) examples/quickstart.py

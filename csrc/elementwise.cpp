@@ -204,7 +204,15 @@ struct DivMode {
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, std::optional<c10::string_view> mode, const at::Tensor&) {
     if (!mode) return launch_ew(op, VNC_EW_div, no_params(), "aten::div");
-    if (*mode == "trunc") return launch_ew(op, VNC_EW_div_trunc, no_params(), "aten::div");
+    if (*mode == "trunc") {
+      if (at::isReducedFloatingType(op.common_dtype())) {
+        // ATen rounds the bfloat16/float16 quotient before truncating it.
+        launch_ew(op, VNC_EW_div, no_params(), "aten::div");
+        op.maybe_get_output(0).trunc_();
+        return;
+      }
+      return launch_ew(op, VNC_EW_div_trunc, no_params(), "aten::div");
+    }
     TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
     launch_ew(op, VNC_EW_div_floor, no_params(), "aten::div");
   }

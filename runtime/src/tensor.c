@@ -4,7 +4,7 @@ size_t vnc_dtype_size(int32_t dtype) {
   switch (dtype) {
     case VNC_UINT8: case VNC_INT8: case VNC_BOOL: return 1;
     case VNC_INT16: case VNC_FLOAT16: case VNC_BFLOAT16: return 2;
-    case VNC_INT32: case VNC_FLOAT32: return 4;
+    case VNC_INT32: case VNC_FLOAT32: case VNC_COMPLEX32: return 4;
     case VNC_INT64: case VNC_FLOAT64: case VNC_COMPLEX64: return 8;
     case VNC_COMPLEX128: return 16;
     default: return 0;
@@ -21,6 +21,7 @@ const char *vnc_dtype_name(int32_t dtype) {
     case VNC_FLOAT16: return "float16";
     case VNC_FLOAT32: return "float32";
     case VNC_FLOAT64: return "float64";
+    case VNC_COMPLEX32: return "complex32";
     case VNC_COMPLEX64: return "complex64";
     case VNC_COMPLEX128: return "complex128";
     case VNC_BOOL: return "bool";

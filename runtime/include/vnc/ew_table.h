@@ -37,7 +37,7 @@ typedef struct vnc_ew_na {
 /* clang-format off */
 #define VNC_EW_TABLE(X) \
   /* arithmetic (P->f[0] / P->i[0] = alpha) */ \
-  X(add, 2, S, a + (float)P->f[0] * b, (T)(a + (T)P->i[0] * b), a || b, a + vnc_c_scale(b, P->f[0])) \
+  X(add, 2, S, a + (float)P->f[0] * b, (T)(a + (T)P->i[0] * b), a || (P->i[0] && b), a + vnc_c_scale(b, P->f[0])) \
   X(sub, 2, S, a - (float)P->f[0] * b, (T)(a - (T)P->i[0] * b), VNC_NA, a - vnc_c_scale(b, P->f[0])) \
   X(mul, 2, S, a * b, (T)(a * b), a && b, vnc_c_mul(a, b)) \
   X(div, 2, S, a / b, VNC_NA, VNC_NA, vnc_c_div(a, b)) \

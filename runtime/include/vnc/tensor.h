@@ -27,6 +27,7 @@ typedef enum vnc_dtype {
   VNC_FLOAT16 = 5,
   VNC_FLOAT32 = 6,
   VNC_FLOAT64 = 7,
+  VNC_COMPLEX32 = 8, /* two float16 */
   VNC_COMPLEX64 = 9,
   VNC_COMPLEX128 = 10,
   VNC_BOOL = 11,

@@ -86,6 +86,16 @@ static inline uint16_t vnc_f32_to_f16(float f) {
 #define VNC_COMPUTE_COMPLEX64 vnc_c64
 #define VNC_LOAD_COMPLEX64(p) VNC_PLAIN_LOAD(vnc_c64, p)
 #define VNC_STORE_COMPLEX64(p, v) VNC_PLAIN_STORE(vnc_c64, p, v)
+#define VNC_STORAGE_COMPLEX32 uint32_t
+#define VNC_COMPUTE_COMPLEX32 vnc_c64
+#define VNC_LOAD_COMPLEX32(p) \
+  CMPLXF(vnc_f16_to_f32(((const uint16_t *)(p))[0]), vnc_f16_to_f32(((const uint16_t *)(p))[1]))
+#define VNC_STORE_COMPLEX32(p, v)                                  \
+  do {                                                             \
+    vnc_c64 c32_ = (vnc_c64)(v);                                   \
+    ((uint16_t *)(p))[0] = vnc_f32_to_f16(crealf(c32_));           \
+    ((uint16_t *)(p))[1] = vnc_f32_to_f16(cimagf(c32_));           \
+  } while (0)
 #define VNC_STORAGE_COMPLEX128 vnc_c128
 #define VNC_COMPUTE_COMPLEX128 vnc_c128
 #define VNC_LOAD_COMPLEX128(p) VNC_PLAIN_LOAD(vnc_c128, p)
@@ -102,9 +112,10 @@ static inline uint16_t vnc_f32_to_f16(float f) {
 /* The dtype names, for X-macros: X(D) and, for pairs, XA(a, D) with an extra argument
  * (a macro cannot expand itself, so pair tables nest VNC_DTYPES inside VNC_DTYPES_A). */
 #define VNC_DTYPES(X) X(UINT8) X(INT8) X(INT16) X(INT32) X(INT64) X(FLOAT16) X(FLOAT32) \
-  X(FLOAT64) X(COMPLEX64) X(COMPLEX128) X(BOOL) X(BFLOAT16)
+  X(FLOAT64) X(COMPLEX32) X(COMPLEX64) X(COMPLEX128) X(BOOL) X(BFLOAT16)
 #define VNC_DTYPES_A(XA, a) XA(a, UINT8) XA(a, INT8) XA(a, INT16) XA(a, INT32) XA(a, INT64) \
-  XA(a, FLOAT16) XA(a, FLOAT32) XA(a, FLOAT64) XA(a, COMPLEX64) XA(a, COMPLEX128) XA(a, BOOL) \
+  XA(a, FLOAT16) XA(a, FLOAT32) XA(a, FLOAT64) XA(a, COMPLEX32) XA(a, COMPLEX64) XA(a, COMPLEX128) \
+  XA(a, BOOL) \
   XA(a, BFLOAT16)
 
 /* Runtime-typed access for code that is not specialised per dtype (RNG, scalars). */
@@ -118,6 +129,8 @@ extern const vnc_load_f64_fn vnc_load_f64[VNC_DTYPE_END];
 static inline int vnc_dtype_is_floating(int32_t dt) {
   return dt == VNC_FLOAT16 || dt == VNC_FLOAT32 || dt == VNC_FLOAT64 || dt == VNC_BFLOAT16;
 }
-static inline int vnc_dtype_is_complex(int32_t dt) { return dt == VNC_COMPLEX64 || dt == VNC_COMPLEX128; }
+static inline int vnc_dtype_is_complex(int32_t dt) {
+  return dt == VNC_COMPLEX32 || dt == VNC_COMPLEX64 || dt == VNC_COMPLEX128;
+}
 
 #endif

@@ -44,7 +44,7 @@ static int class_of(int32_t dtype) {
     case VNC_INT8: return EW_CLS_I8;
     case VNC_UINT8: return EW_CLS_U8;
     case VNC_BOOL: return EW_CLS_B;
-    case VNC_COMPLEX64: case VNC_COMPLEX128: return EW_CLS_C64;
+    case VNC_COMPLEX32: case VNC_COMPLEX64: case VNC_COMPLEX128: return EW_CLS_C64;
     default: return -1;
   }
 }
