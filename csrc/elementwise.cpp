@@ -135,28 +135,19 @@ void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& 
   TORCH_CHECK(vnc_elementwise_supports(op, static_cast<int32_t>(compute)), "\"", name,
               "\" not implemented for '", c10::toString(compute), "'");
   record_native(name.c_str());
-  vnc_iter it{};
   const int nt = iter.ntensors();
   TORCH_CHECK(nt + static_cast<int>(extra_scalars.size()) <= VNC_ITER_MAX_OPERANDS, name, ": too many operands");
+  vnc_iter it = iter_geometry(iter);
   it.nops = nt + static_cast<int>(extra_scalars.size());
-  it.ndim = std::max(iter.ndim(), 1);
-  it.numel = iter.numel();
-  auto shape = iter.shape();
-  for (int d = 0; d < it.ndim; d++) it.shape[d] = d < iter.ndim() ? shape[d] : 1;
   std::array<vnc_scalar_bytes, VNC_ITER_MAX_OPERANDS> scalars{};
   uint32_t mask = 0;
   bool f64 = false;
   for (int k = 0; k < nt; k++) {
-    it.dtypes[k] = static_cast<int32_t>(iter.dtype(k));
     f64 |= iter.dtype(k) == at::kDouble || iter.dtype(k) == at::kComplexDouble;
     if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) {
       mask |= 1u << k;
       it.dtypes[k] = put_scalar(iter, k, compute, scalars[k]);
-      continue;
     }
-    it.data[k] = static_cast<char*>(iter.data_ptr(k));
-    auto st = iter.strides(k);
-    for (int d = 0; d < it.ndim; d++) it.strides[k][d] = d < iter.ndim() ? st[d] : 0;
   }
   int k = nt;
   for (double v : extra_scalars) {
@@ -174,6 +165,29 @@ void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& 
 }
 
 vnc_ew_params no_params() { return vnc_ew_params{}; }
+
+}  // namespace
+
+vnc_iter iter_geometry(const at::TensorIteratorBase& iter) {
+  vnc_iter it{};
+  const int nt = iter.ntensors();
+  TORCH_CHECK(nt <= VNC_ITER_MAX_OPERANDS && iter.ndim() <= VNC_MAX_DIMS, "neuron kernels take at most ",
+              VNC_ITER_MAX_OPERANDS, " operands of at most ", VNC_MAX_DIMS, " dims");
+  it.nops = nt;
+  it.ndim = std::max(iter.ndim(), 1);
+  it.numel = iter.numel();
+  auto shape = iter.shape();
+  for (int d = 0; d < it.ndim; d++) it.shape[d] = d < iter.ndim() ? shape[d] : 1;
+  for (int k = 0; k < nt; k++) {
+    it.dtypes[k] = static_cast<int32_t>(iter.dtype(k));
+    it.data[k] = static_cast<char*>(iter.data_ptr(k));
+    auto st = iter.strides(k);
+    for (int d = 0; d < it.ndim; d++) it.strides[k][d] = d < iter.ndim() ? st[d] : 0;
+  }
+  return it;
+}
+
+namespace {
 
 // Parameters from a Scalar: the float and the integer view.
 vnc_ew_params scalar_params(const at::Scalar& s) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/TensorIterator.h>
 #include <c10/core/Stream.h>
 
 #include <string>
@@ -26,6 +27,10 @@ inline void check(vnc_status st, const char* what = nullptr) {
 // The runtime's view of a tensor (any device): data pointer with storage offset applied,
 // sizes, strides, dtype.
 vnc_tensor to_vnc(const at::TensorBase& t);
+
+// The runtime's view of a TensorIterator's geometry (operands, dtypes, byte strides,
+// coalesced shape). CPU scalar operands are left for the caller to replace.
+vnc_iter iter_geometry(const at::TensorIteratorBase& iter);
 
 // The runtime stream behind a c10::Stream, and back.
 vnc_stream* vnc_stream_of(const c10::Stream& s);

@@ -10,4 +10,5 @@
 #include "kernels.h"
 #include "iter.h"
 #include "elementwise.h"
+#include "reduce.h"
 #endif

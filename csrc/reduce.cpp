@@ -1,0 +1,207 @@
+// Reductions on the neuron key: ATen's meta functions and make_reduction build the
+// reduction TensorIterator (shapes, keepdim, dtype rules, errors); launch_reduce hands its
+// geometry to the runtime's fixed-schedule reduction kernels (runtime/include/vnc/reduce.h).
+#include "neuron.h"
+#include "structured.h"
+
+#include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/ops/all_meta.h>
+#include <ATen/ops/amax_meta.h>
+#include <ATen/ops/amin_meta.h>
+#include <ATen/ops/any_meta.h>
+#include <ATen/ops/argmax_meta.h>
+#include <ATen/ops/argmin_meta.h>
+#include <ATen/ops/max_meta.h>
+#include <ATen/ops/mean_meta.h>
+#include <ATen/ops/min_meta.h>
+#include <ATen/ops/prod_meta.h>
+#include <ATen/ops/sum_meta.h>
+#include <torch/library.h>
+
+namespace torch_neuronx {
+namespace {
+
+void launch_reduce(at::TensorIteratorBase& iter, vnc_reduce_op op, const char* name, int nout = 1,
+                   vnc_reduce_params params = {}) {
+  at::ScalarType in = iter.dtype(iter.ntensors() - 1);
+  TORCH_CHECK(!at::isComplexType(in), "\"", name, "\" is not natively implemented for '", c10::toString(in),
+              "' on neuron");
+  record_native(name);
+  if (in == at::kDouble || iter.dtype(0) == at::kDouble) warn_float64(name);
+  vnc_iter it = iter_geometry(iter);
+  const at::Tensor& out = iter.tensor(0);
+  c10::DeviceGuard guard(out.device());
+  check(vnc_reduce(current_vnc_stream(out.device().index()), name, op, &it, nout, &params));
+}
+
+// sum / mean / prod: the iterator casts the input to the output dtype first (as ATen).
+template <vnc_reduce_op OP>
+struct SumLike {
+  static constexpr const char* name() { return OP == VNC_RED_SUM ? "aten::sum" : OP == VNC_RED_MEAN ? "aten::mean" : "aten::prod"; }
+  template <class M, class Dim>
+  static void run(M&, const at::Tensor& self, Dim dim, bool keepdim, std::optional<at::ScalarType>, const at::Tensor& out) {
+    at::OptionalIntArrayRef dims;
+    if constexpr (std::is_same_v<std::decay_t<Dim>, int64_t>) {
+      int64_t d = dim;
+      auto iter = at::meta::make_reduction_from_out_ty(self, out, at::IntArrayRef(&d, 1), keepdim, out.scalar_type());
+      launch_reduce(iter, OP, name());
+    } else {
+      auto iter = at::meta::make_reduction_from_out_ty(self, out, dim, keepdim, out.scalar_type());
+      launch_reduce(iter, OP, name());
+    }
+  }
+};
+
+template <vnc_reduce_op OP>
+struct Extreme {  // amax / amin
+  template <class M>
+  static void run(M&, const at::Tensor& self, at::IntArrayRef dim, bool keepdim, const at::Tensor& out) {
+    auto iter = at::meta::make_reduction(self, out, dim, keepdim, self.scalar_type());
+    if (iter.numel() != 0) launch_reduce(iter, OP, OP == VNC_RED_AMAX ? "aten::amax" : "aten::amin");
+  }
+};
+
+template <vnc_reduce_op OP>
+struct Arg {  // argmax / argmin: over the flattened tensor when dim is None
+  template <class M>
+  static void run(M&, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, const at::Tensor& out) {
+    c10::MaybeOwned<at::Tensor> in;
+    at::DimVector dims;
+    if (dim) {
+      int64_t d = at::maybe_wrap_dim(*dim, self.dim());
+      if (self.dim() > 0) dims.push_back(d);
+      in = c10::MaybeOwned<at::Tensor>::borrowed(self);
+    } else {
+      in = c10::MaybeOwned<at::Tensor>::owned(self.reshape({-1}));
+      keepdim = false;
+    }
+    auto iter = at::meta::make_reduction(*in, out, dims, keepdim, self.scalar_type());
+    if (iter.numel() != 0) launch_reduce(iter, OP, OP == VNC_RED_ARGMAX ? "aten::argmax" : "aten::argmin");
+  }
+};
+
+template <vnc_reduce_op OP>
+struct AnyAll {
+  template <class M, class Dim>
+  static void run(M&, const at::Tensor& self, Dim dim, bool keepdim, const at::Tensor& out) {
+    at::DimVector dims;
+    if constexpr (std::is_same_v<std::decay_t<Dim>, int64_t>) dims.push_back(dim);
+    else if (dim) dims.assign(dim->begin(), dim->end());
+    auto iter = at::meta::make_reduction(self, out, dims, keepdim, self.scalar_type());
+    launch_reduce(iter, OP, OP == VNC_RED_ANY ? "aten::any" : "aten::all");
+  }
+};
+
+// max.dim / min.dim: values and indices (hand-written: two outputs and a precompute struct).
+template <class Meta, vnc_reduce_op OP>
+std::tuple<at::Tensor&, at::Tensor&> extreme_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                     at::Tensor& values, at::Tensor& indices) {
+  Structured<Meta, 2> op(Mode::Out, {values, indices});
+  auto pre = op.meta(self, dim, keepdim);
+  int64_t d = pre.dim;
+  auto& v = const_cast<at::Tensor&>(op.maybe_get_output(0));
+  auto& i = const_cast<at::Tensor&>(op.maybe_get_output(1));
+  if (self.numel() == 0) return {values, indices};
+  auto iter = at::meta::make_reduction(self, v, i, at::IntArrayRef(&d, 1), keepdim, self.scalar_type(), at::kLong);
+  launch_reduce(iter, OP, OP == VNC_RED_MAX_INDEX ? "aten::max" : "aten::min", 2);
+  op.finish();
+  return {values, indices};
+}
+
+template <class Meta, vnc_reduce_op OP>
+std::tuple<at::Tensor, at::Tensor> extreme_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  at::Tensor values = at::empty({0}, self.options());
+  at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
+  extreme_dim_out<Meta, OP>(self, dim, keepdim, values, indices);
+  return {values, indices};
+}
+
+// max() / min() over all elements.
+template <vnc_reduce_op OP>
+at::Tensor extreme_all(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, OP == VNC_RED_AMAX ? "max" : "min",
+              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  at::Tensor out = at::empty({}, self.options());
+  auto iter = at::meta::make_reduction(self, out, at::IntArrayRef{}, false, self.scalar_type());
+  launch_reduce(iter, OP, OP == VNC_RED_AMAX ? "aten::max" : "aten::min");
+  return out;
+}
+
+// any() / all() over all elements.
+template <vnc_reduce_op OP>
+at::Tensor& any_all_out(const at::Tensor& self, at::Tensor& out) {
+  at::native::resize_output(out, {});
+  auto iter = at::meta::make_reduction(self, out, at::IntArrayRef{}, false, self.scalar_type());
+  launch_reduce(iter, OP, OP == VNC_RED_ANY ? "aten::any" : "aten::all");
+  return out;
+}
+template <vnc_reduce_op OP>
+at::Tensor any_all(const at::Tensor& self) {
+  at::Tensor out = at::empty({}, self.options().dtype(self.scalar_type() == at::kByte ? at::kByte : at::kBool));
+  return any_all_out<OP>(self, out);
+}
+
+// var / std with correction (default 1), as ATen's std_var_out.
+template <bool STD>
+at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                    bool keepdim, at::Tensor& out) {
+  const char* name = STD ? "aten::std" : "aten::var";
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, " only supports floating point types on neuron; got ",
+              self.scalar_type());
+  at::ScalarType dtype = self.scalar_type();
+  auto iter = at::native::make_reduction(name, out, self, dim, keepdim, dtype);
+  vnc_reduce_params p{};
+  p.correction = correction ? correction->toDouble() : 1.0;
+  p.take_sqrt = STD;
+  if (iter.numel() == 0) {
+    out.fill_(std::numeric_limits<double>::quiet_NaN());
+    return out;
+  }
+  launch_reduce(iter, VNC_RED_VAR, name, 1, p);
+  return out;
+}
+
+template <bool STD>
+at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  at::Tensor out = at::empty({0}, self.options());
+  return var_out<STD>(self, dim, correction, keepdim, out);
+}
+
+}  // namespace
+
+#define REG2(FN, OUT, META, IMPL, ...)                                                        \
+  m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \
+  m.impl(OUT, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::out<IMPL>)));
+
+using OptDims = at::OptionalIntArrayRef;
+using OptType = std::optional<at::ScalarType>;
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  REG2("sum.dim_IntList", "sum.IntList_out", structured_sum_dim_IntList, SumLike<VNC_RED_SUM>, OptDims, bool, OptType)
+  REG2("mean.dim", "mean.out", structured_mean_dim, SumLike<VNC_RED_MEAN>, OptDims, bool, OptType)
+  REG2("prod.dim_int", "prod.int_out", structured_prod_dim_int, SumLike<VNC_RED_PROD>, int64_t, bool, OptType)
+  REG2("amax", "amax.out", structured_amax, Extreme<VNC_RED_AMAX>, at::IntArrayRef, bool)
+  REG2("amin", "amin.out", structured_amin, Extreme<VNC_RED_AMIN>, at::IntArrayRef, bool)
+  REG2("argmax", "argmax.out", structured_argmax, Arg<VNC_RED_ARGMAX>, std::optional<int64_t>, bool)
+  REG2("argmin", "argmin.out", structured_argmin, Arg<VNC_RED_ARGMIN>, std::optional<int64_t>, bool)
+  REG2("any.dim", "any.out", structured_any_dim, AnyAll<VNC_RED_ANY>, int64_t, bool)
+  REG2("any.dims", "any.dims_out", structured_any_dims, AnyAll<VNC_RED_ANY>, OptDims, bool)
+  REG2("all.dim", "all.out", structured_all_dim, AnyAll<VNC_RED_ALL>, int64_t, bool)
+  REG2("all.dims", "all.dims_out", structured_all_dims, AnyAll<VNC_RED_ALL>, OptDims, bool)
+  m.impl("max.dim", TORCH_FN((extreme_dim<at::meta::structured_max_dim, VNC_RED_MAX_INDEX>)));
+  m.impl("max.dim_max", TORCH_FN((extreme_dim_out<at::meta::structured_max_dim, VNC_RED_MAX_INDEX>)));
+  m.impl("min.dim", TORCH_FN((extreme_dim<at::meta::structured_min_dim, VNC_RED_MIN_INDEX>)));
+  m.impl("min.dim_min", TORCH_FN((extreme_dim_out<at::meta::structured_min_dim, VNC_RED_MIN_INDEX>)));
+  m.impl("max", TORCH_FN(extreme_all<VNC_RED_AMAX>));
+  m.impl("min", TORCH_FN(extreme_all<VNC_RED_AMIN>));
+  m.impl("any", TORCH_FN(any_all<VNC_RED_ANY>));
+  m.impl("any.all_out", TORCH_FN(any_all_out<VNC_RED_ANY>));
+  m.impl("all", TORCH_FN(any_all<VNC_RED_ALL>));
+  m.impl("all.all_out", TORCH_FN(any_all_out<VNC_RED_ALL>));
+  m.impl("var.correction", TORCH_FN(var<false>));
+  m.impl("var.correction_out", TORCH_FN(var_out<false>));
+  m.impl("std.correction", TORCH_FN(var<true>));
+  m.impl("std.correction_out", TORCH_FN(var_out<true>));
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,334 @@
+/* Reductions with a schedule fixed by the geometry (see vnc/reduce.h): work units are
+ * (output element, chunk) pairs run on the thread pool; chunk partials are combined in a
+ * fixed pairwise order afterwards. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "internal.h"
+#include "vnc/reduce.h"
+#include "vnc/threadpool.h"
+
+typedef enum { ACC_F, ACC_I } acc_kind;
+
+typedef struct partial {
+  double f;      /* ACC_F value (float arithmetic, widened only for storage) */
+  int64_t i;     /* ACC_I value */
+  int64_t idx;   /* arg reductions: index of the value; -1 none */
+  int64_t cnt;   /* elements seen */
+} partial;
+
+typedef struct red_task {
+  vnc_iter it;
+  vnc_reduce_op op;
+  int nout;
+  acc_kind acc;
+  vnc_reduce_params P;
+  int nred, nouter;
+  int red_dims[VNC_MAX_DIMS], outer_dims[VNC_MAX_DIMS];
+  int64_t R, O, nchunks;
+  float *means;   /* VAR second pass: per-output mean */
+  partial *parts; /* O * nchunks */
+} red_task;
+
+static int wants_max(vnc_reduce_op op) {
+  return op == VNC_RED_AMAX || op == VNC_RED_MAX_INDEX || op == VNC_RED_ARGMAX;
+}
+
+/* Offsets (bytes) of output element `o` in operand k. */
+static int64_t outer_offset(const red_task *t, int k, int64_t o) {
+  int64_t off = 0;
+  for (int j = 0; j < t->nouter; j++) {
+    int d = t->outer_dims[j];
+    off += (o % t->it.shape[d]) * t->it.strides[k][d];
+    o /= t->it.shape[d];
+  }
+  return off;
+}
+
+/* Loads input elements r0..r0+n-1 (reduced index order) of output o as float or int64. */
+static void load_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf) {
+  const int in = t->it.nops - 1;
+  const char *base = t->it.data[in] + outer_offset(t, in, o);
+  const int32_t acc_dt = t->acc == ACC_F ? VNC_FLOAT32 : VNC_INT64;
+  const int64_t acc_sz = t->acc == ACC_F ? 4 : 8;
+  vnc_loop_fn conv = vnc_copy_loop(acc_dt, t->it.dtypes[in]);
+  int64_t done = 0;
+  while (done < n) {
+    int64_t r = r0 + done, rem = r, off = 0, run = n - done;
+    for (int j = 0; j < t->nred; j++) {
+      int d = t->red_dims[j];
+      int64_t idx = rem % t->it.shape[d];
+      if (j == 0 && t->it.shape[d] - idx < run) run = t->it.shape[d] - idx;
+      off += idx * t->it.strides[in][d];
+      rem /= t->it.shape[d];
+    }
+    if (t->nred == 0) run = n - done;
+    char *ptrs[2] = {(char *)buf + done * acc_sz, (char *)base + off};
+    const int64_t strides[2] = {acc_sz, t->nred ? t->it.strides[in][t->red_dims[0]] : 0};
+    conv(NULL, ptrs, strides, run, 0);
+    done += run;
+  }
+}
+
+/* Combines partials pairwise: ((p0 + p1) + (p2 + p3)) + ... */
+static float pairwise_f(float *v, int64_t n);
+
+#define RUN 128 /* elements per 8-lane run */
+
+/* The canonical sum of one block of n <= VNC_REDUCE_BLOCK terms f(x[i]): runs of RUN
+ * elements summed in 8 interleaved lanes (lane tree ((0+1)+(2+3))+((4+5)+(6+7))), run sums
+ * combined pairwise. `kind`: 0 x, 1 x^2, 2 |x|^pw, 3 |x|; each after subtracting `shift`. */
+static float lanes_sum_f(const float *x, int64_t n, int kind, float shift, float pw) {
+  float runs[VNC_REDUCE_BLOCK / RUN + 1];
+  int64_t nr = 0;
+  for (int64_t r0 = 0; r0 < n; r0 += RUN) {
+    int64_t m = n - r0 < RUN ? n - r0 : RUN;
+    float l[8] = {0};
+    for (int64_t i = 0; i < m; i++) {
+      float v = x[r0 + i] - shift;
+      l[i & 7] += kind == 1 ? v * v : kind == 2 ? powf(fabsf(v), pw) : kind == 3 ? fabsf(v) : v;
+    }
+    runs[nr++] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  }
+  return pairwise_f(runs, nr);
+}
+
+static float pairwise_f(float *v, int64_t n) {
+  while (n > 1) {
+    int64_t h = 0;
+    for (int64_t i = 0; i + 1 < n; i += 2) v[h++] = v[i] + v[i + 1];
+    if (n & 1) v[h++] = v[n - 1];
+    n = h;
+  }
+  return n ? v[0] : 0.0f;
+}
+
+/* The partial of output o over reduced range [r0, r1). */
+static partial reduce_range(const red_task *t, int64_t o, int64_t r0, int64_t r1) {
+  partial p = {0.0, 0, -1, r1 - r0};
+  union {
+    float f[VNC_REDUCE_BLOCK];
+    int64_t i[VNC_REDUCE_BLOCK];
+  } buf;
+  float blocks[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK + 1];
+  int64_t nb = 0;
+  const vnc_reduce_op op = t->op;
+  int first = 1;
+  float fv = 0.0f;
+  int64_t iv = 0;
+  if (op == VNC_RED_PROD) { fv = 1.0f; iv = 1; }
+  if (op == VNC_RED_ALL) iv = 1;
+  for (int64_t b = r0; b < r1; b += VNC_REDUCE_BLOCK) {
+    int64_t n = r1 - b < VNC_REDUCE_BLOCK ? r1 - b : VNC_REDUCE_BLOCK;
+    load_run(t, o, b, n, &buf);
+    if (t->acc == ACC_F) {
+      const float *x = buf.f;
+      switch (op) {
+        case VNC_RED_SUM: case VNC_RED_MEAN: blocks[nb++] = lanes_sum_f(x, n, 0, 0.0f, 0.0f); break;
+        case VNC_RED_VAR: {
+          float shift = t->means ? t->means[o] : 0.0f;
+          blocks[nb++] = lanes_sum_f(x, n, t->means ? 1 : 0, shift, 0.0f);
+          break;
+        }
+        case VNC_RED_NORM:
+          if (t->P.p == 2.0) blocks[nb++] = lanes_sum_f(x, n, 1, 0.0f, 0.0f);
+          else if (t->P.p == 1.0) blocks[nb++] = lanes_sum_f(x, n, 3, 0.0f, 0.0f);
+          else if (t->P.p == 0.0) {
+            float c = 0;
+            for (int64_t i = 0; i < n; i++) c += x[i] != 0.0f;
+            blocks[nb++] = c;
+          } else if (isinf(t->P.p)) { /* max |x| or min |x|, NaN propagates */
+            for (int64_t i = 0; i < n; i++) {
+              float a = fabsf(x[i]);
+              if (first) {
+                fv = a;
+                first = 0;
+              } else if (!isnan(fv) && (isnan(a) || (t->P.p > 0 ? a > fv : a < fv))) {
+                fv = a;
+              }
+            }
+          } else blocks[nb++] = lanes_sum_f(x, n, 2, 0.0f, (float)t->P.p);
+          break;
+        case VNC_RED_PROD:
+          for (int64_t i = 0; i < n; i++) fv *= x[i];
+          break;
+        case VNC_RED_ANY: for (int64_t i = 0; i < n; i++) iv |= x[i] != 0.0f; break;
+        case VNC_RED_ALL: for (int64_t i = 0; i < n; i++) iv &= x[i] != 0.0f; break;
+        default: { /* amax/amin and arg reductions: first extreme, NaN wins */
+          int mx = wants_max(op);
+          for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            if (first) { fv = v; p.idx = b + i; first = 0; continue; }
+            if (isnan(fv)) break;
+            if (isnan(v) || (mx ? v > fv : v < fv)) { fv = v; p.idx = b + i; }
+          }
+        }
+      }
+    } else {
+      const int64_t *x = buf.i;
+      switch (op) {
+        case VNC_RED_SUM: case VNC_RED_MEAN: for (int64_t i = 0; i < n; i++) iv += x[i]; break;
+        case VNC_RED_PROD: for (int64_t i = 0; i < n; i++) iv *= x[i]; break;
+        case VNC_RED_ANY: for (int64_t i = 0; i < n; i++) iv |= x[i] != 0; break;
+        case VNC_RED_ALL: for (int64_t i = 0; i < n; i++) iv &= x[i] != 0; break;
+        default: {
+          int mx = wants_max(op);
+          for (int64_t i = 0; i < n; i++) {
+            if (first || (mx ? x[i] > iv : x[i] < iv)) { iv = x[i]; p.idx = b + i; first = 0; }
+          }
+        }
+      }
+    }
+  }
+  p.f = nb ? pairwise_f(blocks, nb) : fv;
+  p.i = iv;
+  return p;
+}
+
+/* Combines chunk partials of one output in fixed order. */
+static partial combine(const red_task *t, partial *ps, int64_t n) {
+  if (n == 1) return ps[0];
+  partial r = ps[0];
+  const vnc_reduce_op op = t->op;
+  int sum_like = op == VNC_RED_SUM || op == VNC_RED_MEAN || op == VNC_RED_VAR ||
+                 (op == VNC_RED_NORM && !isinf(t->P.p));
+  if (t->acc == ACC_F && sum_like) {
+    float v[64];
+    float *vals = n <= 64 ? v : malloc(sizeof(float) * (size_t)n);
+    for (int64_t k = 0; k < n; k++) vals[k] = (float)ps[k].f;
+    r.f = pairwise_f(vals, n);
+    if (vals != v) free(vals);
+    return r;
+  }
+  for (int64_t k = 1; k < n; k++) {
+    partial q = ps[k];
+    switch (op) {
+      case VNC_RED_SUM: case VNC_RED_MEAN: r.i += q.i; break;
+      case VNC_RED_PROD: r.f = (float)r.f * (float)q.f; r.i *= q.i; break;
+      case VNC_RED_ANY: r.i |= q.i; break;
+      case VNC_RED_ALL: r.i &= q.i; break;
+      default: {
+        int mx = wants_max(op) || (op == VNC_RED_NORM && t->P.p > 0);
+        if (t->acc == ACC_F) {
+          if (isnan(r.f)) break;
+          if (isnan(q.f) || (mx ? q.f > r.f : q.f < r.f)) { r.f = q.f; r.idx = q.idx; }
+        } else if (mx ? q.i > r.i : q.i < r.i) {
+          r.i = q.i;
+          r.idx = q.idx;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+static void unit_body(void *ctx, int64_t u0, int64_t u1) {
+  red_task *t = ctx;
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t o = u / t->nchunks, c = u % t->nchunks;
+    int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
+    t->parts[u] = reduce_range(t, o, r0, r1);
+  }
+}
+
+static double finalize_f(const red_task *t, partial p) {
+  double n = (double)t->R;
+  switch (t->op) {
+    case VNC_RED_MEAN: return t->acc == ACC_F ? (double)((float)p.f / (float)n) : (double)p.i / n;
+    case VNC_RED_NORM:
+      if (t->P.p == 0.0 || t->P.p == 1.0 || isinf(t->P.p)) return p.f;
+      if (t->P.p == 2.0) return sqrtf((float)p.f);
+      return powf((float)p.f, (float)(1.0 / t->P.p));
+    case VNC_RED_VAR: {
+      float v = (float)p.f / (float)fmax(n - t->P.correction, 0.0);
+      return t->P.take_sqrt ? sqrtf(v) : v;
+    }
+    default: return p.f;
+  }
+}
+
+static void store_outputs(red_task *t, int64_t o, partial p) {
+  char *out0 = t->it.data[0] + outer_offset(t, 0, o);
+  int32_t dt0 = t->it.dtypes[0];
+  switch (t->op) {
+    case VNC_RED_ARGMAX: case VNC_RED_ARGMIN: vnc_store_i64[dt0](out0, p.idx); return;
+    case VNC_RED_ANY: case VNC_RED_ALL: vnc_store_i64[dt0](out0, p.i); return;
+    default:
+      if (t->acc == ACC_F || t->op == VNC_RED_MEAN) vnc_store_f64[dt0](out0, finalize_f(t, p));
+      else vnc_store_i64[dt0](out0, p.i);
+  }
+  if (t->nout == 2) vnc_store_i64[t->it.dtypes[1]](t->it.data[1] + outer_offset(t, 1, o), p.idx);
+}
+
+static void run_pass(red_task *t) {
+  vnc_parallel_for(t->O * t->nchunks, 1, unit_body, t);
+}
+
+static vnc_status red_run(void *p) {
+  red_task *t = p;
+  t->parts = malloc(sizeof(partial) * (size_t)(t->O * t->nchunks));
+  if (!t->parts) return vnc_set_error(VNC_ERR_INTERNAL, "out of host memory for reduction partials");
+  if (t->R == 0) {
+    for (int64_t o = 0; o < t->O; o++) {
+      partial e = {t->op == VNC_RED_PROD ? 1.0 : 0.0, t->op == VNC_RED_PROD || t->op == VNC_RED_ALL, -1, 0};
+      if (t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR) e.f = NAN;
+      store_outputs(t, o, e);
+    }
+    free(t->parts);
+    return VNC_OK;
+  }
+  if (t->op == VNC_RED_VAR) { /* pass 1: means */
+    t->means = malloc(sizeof(float) * (size_t)t->O);
+    if (!t->means) { free(t->parts); return vnc_set_error(VNC_ERR_INTERNAL, "out of host memory"); }
+    float *m = t->means; /* pass 1 runs with means == NULL: plain sums */
+    t->means = NULL;
+    run_pass(t);
+    for (int64_t o = 0; o < t->O; o++) m[o] = (float)combine(t, t->parts + o * t->nchunks, t->nchunks).f / (float)t->R;
+    t->means = m;
+  }
+  run_pass(t);
+  for (int64_t o = 0; o < t->O; o++) store_outputs(t, o, combine(t, t->parts + o * t->nchunks, t->nchunks));
+  free(t->parts);
+  free(t->means);
+  return VNC_OK;
+}
+
+vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it,
+                      int nout, const vnc_reduce_params *params) {
+  if (op < 0 || op >= VNC_RED_COUNT)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction %d", op_name, (int)op);
+  if (nout < 1 || nout > 2 || it->nops != nout + 1)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: expected %d outputs and one input", op_name, nout);
+  red_task t;
+  memset(&t, 0, sizeof t);
+  t.it = *it;
+  t.op = op;
+  t.nout = nout;
+  if (params) t.P = *params;
+  int32_t in_dt = it->dtypes[it->nops - 1];
+  if (vnc_dtype_is_complex(in_dt))
+    return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s is not implemented for %s", op_name, vnc_dtype_name(in_dt));
+  int floating = vnc_dtype_is_floating(in_dt);
+  t.acc = floating || op == VNC_RED_NORM || op == VNC_RED_VAR ? ACC_F : ACC_I;
+  if (op == VNC_RED_ANY || op == VNC_RED_ALL) t.acc = floating ? ACC_F : ACC_I; /* test x != 0 in the input type */
+  t.R = 1;
+  t.O = 1;
+  for (int d = 0; d < it->ndim; d++) {
+    int reduced = it->strides[0][d] == 0 && (nout < 2 || it->strides[1][d] == 0);
+    if (it->shape[d] == 1 && !reduced) continue;
+    if (reduced) {
+      t.red_dims[t.nred++] = d;
+      t.R *= it->shape[d];
+    } else {
+      t.outer_dims[t.nouter++] = d;
+      t.O *= it->shape[d];
+    }
+  }
+  if (it->numel == 0 && t.R != 0) t.O = 0;
+  if (t.R == 0 && (wants_max(op) || op == VNC_RED_AMIN || op == VNC_RED_MIN_INDEX || op == VNC_RED_ARGMIN))
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot reduce over zero elements", op_name);
+  if (t.O == 0) return VNC_OK;
+  t.nchunks = t.R == 0 ? 1 : (t.R + VNC_REDUCE_CHUNK - 1) / VNC_REDUCE_CHUNK;
+  return vnc_launch(s, op_name, red_run, &t, sizeof t, NULL);
+}

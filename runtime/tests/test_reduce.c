@@ -1,0 +1,117 @@
+/* Reductions: sums along inner and outer dims, argmax ties and NaN, empty reductions,
+ * two-output max, var. */
+#include <math.h>
+#include <stdint.h>
+#include "check.h"
+
+static vnc_stream *S;
+
+/* A reduction geometry over `dim` of a contiguous rows x cols float matrix (as
+ * TensorIterator builds it: the output has stride 0 along the reduced dim). */
+static vnc_iter geometry(void *out, int32_t out_dt, float *in, int64_t rows, int64_t cols, int dim) {
+  vnc_iter it;
+  memset(&it, 0, sizeof it);
+  it.nops = 2;
+  it.ndim = 2;
+  it.shape[0] = cols;
+  it.shape[1] = rows;
+  it.numel = rows * cols;
+  it.data[0] = out;
+  it.data[1] = (char *)in;
+  it.dtypes[0] = out_dt;
+  it.dtypes[1] = VNC_FLOAT32;
+  int64_t es = (int64_t)vnc_dtype_size(out_dt);
+  it.strides[1][0] = 4;
+  it.strides[1][1] = 4 * cols;
+  it.strides[0][0] = dim == 1 ? 0 : es;
+  it.strides[0][1] = dim == 1 ? es : 0;
+  return it;
+}
+
+int main(void) {
+  CHECK_OK(vnc_stream_get(0, 0, &S));
+  enum { R = 300, C = 200 };
+  static float m[R * C];
+  for (int i = 0; i < R * C; i++) m[i] = (float)((i * 7) % 13) - 6.0f;
+  float rows[R], cols[C];
+  vnc_iter it = geometry(rows, VNC_FLOAT32, m, R, C, 1);
+  CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+  it = geometry(cols, VNC_FLOAT32, m, R, C, 0);
+  CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int ok = 1;
+  for (int r = 0; r < R; r++) {
+    double s = 0;
+    for (int c = 0; c < C; c++) s += m[r * C + c];
+    ok &= fabs(rows[r] - s) < 1e-3; /* small integers: exact in float too */
+  }
+  for (int c = 0; c < C; c++) {
+    double s = 0;
+    for (int r = 0; r < R; r++) s += m[r * C + c];
+    ok &= fabs(cols[c] - s) < 1e-3;
+  }
+  CHECK(ok);
+
+  /* argmax: first index on ties; the first NaN wins. */
+  float v[6] = {1, 5, 5, 2, 5, 0};
+  int64_t idx = -1;
+  it = geometry(&idx, VNC_INT64, v, 1, 6, 1);
+  CHECK_OK(vnc_reduce(S, "argmax", VNC_RED_ARGMAX, &it, 1, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(idx == 1);
+  v[3] = NAN;
+  v[5] = NAN;
+  CHECK_OK(vnc_reduce(S, "argmax", VNC_RED_ARGMAX, &it, 1, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(idx == 3);
+
+  /* max with indices: two outputs. */
+  float w[4] = {3, 9, 9, 1}, best = 0;
+  int64_t where = -1;
+  vnc_iter two;
+  memset(&two, 0, sizeof two);
+  two.nops = 3;
+  two.ndim = 1;
+  two.shape[0] = 4;
+  two.numel = 4;
+  two.data[0] = (char *)&best;
+  two.data[1] = (char *)&where;
+  two.data[2] = (char *)w;
+  two.dtypes[0] = VNC_FLOAT32;
+  two.dtypes[1] = VNC_INT64;
+  two.dtypes[2] = VNC_FLOAT32;
+  two.strides[2][0] = 4;
+  CHECK_OK(vnc_reduce(S, "max", VNC_RED_MAX_INDEX, &two, 2, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(best == 9.0f && where == 1);
+
+  /* var with correction 1 of 1..4 = 5/3; std its root. */
+  float q[4] = {1, 2, 3, 4}, var = 0;
+  it = geometry(&var, VNC_FLOAT32, q, 1, 4, 1);
+  vnc_reduce_params p = {.correction = 1.0};
+  CHECK_OK(vnc_reduce(S, "var", VNC_RED_VAR, &it, 1, &p));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(fabsf(var - 5.0f / 3.0f) < 1e-6f);
+
+  /* Empty reductions: identities, NaN for mean; max refused. */
+  float e_sum = 7, e_mean = 7;
+  it = geometry(&e_sum, VNC_FLOAT32, q, 1, 0, 1);
+  it.numel = 0;
+  CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+  it.data[0] = (char *)&e_mean;
+  CHECK_OK(vnc_reduce(S, "mean", VNC_RED_MEAN, &it, 1, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(e_sum == 0.0f && isnan(e_mean));
+  CHECK(vnc_reduce(S, "amax", VNC_RED_AMAX, &it, 1, NULL) == VNC_ERR_INVALID_ARGUMENT);
+
+  /* A long sum spanning several chunks matches the exact value closely. */
+  enum { N = 3 * VNC_REDUCE_CHUNK + 123 };
+  static float ones[N];
+  for (int i = 0; i < N; i++) ones[i] = 0.1f;
+  float total = 0;
+  it = geometry(&total, VNC_FLOAT32, ones, 1, N, 1);
+  CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(fabs(total - N * (double)0.1f) / (N * 0.1) < 1e-6);
+  CHECK_DONE();
+}
