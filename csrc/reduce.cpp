@@ -34,19 +34,25 @@ void launch_reduce(at::TensorIteratorBase& iter, vnc_reduce_op op, const char* n
   check(vnc_reduce(current_vnc_stream(out.device().index()), name, op, &it, nout, &params));
 }
 
-// sum / mean / prod: the iterator casts the input to the output dtype first (as ATen).
+// sum / mean / prod. ATen casts the input to the output dtype first; the runtime converts
+// while it reads (integers accumulate in int64, floating types in float32), so the cast is
+// skipped when input and output are both integral or both floating — same result, no copy.
 template <vnc_reduce_op OP>
 struct SumLike {
   static constexpr const char* name() { return OP == VNC_RED_SUM ? "aten::sum" : OP == VNC_RED_MEAN ? "aten::mean" : "aten::prod"; }
+  static at::ScalarType read_dtype(const at::Tensor& self, const at::Tensor& out) {
+    bool same_kind = at::isFloatingType(self.scalar_type()) == at::isFloatingType(out.scalar_type()) &&
+                     !self.is_complex() && !out.is_complex();
+    return same_kind ? self.scalar_type() : out.scalar_type();
+  }
   template <class M, class Dim>
   static void run(M&, const at::Tensor& self, Dim dim, bool keepdim, std::optional<at::ScalarType>, const at::Tensor& out) {
-    at::OptionalIntArrayRef dims;
     if constexpr (std::is_same_v<std::decay_t<Dim>, int64_t>) {
       int64_t d = dim;
-      auto iter = at::meta::make_reduction_from_out_ty(self, out, at::IntArrayRef(&d, 1), keepdim, out.scalar_type());
+      auto iter = at::meta::make_reduction(self, out, at::IntArrayRef(&d, 1), keepdim, read_dtype(self, out));
       launch_reduce(iter, OP, name());
     } else {
-      auto iter = at::meta::make_reduction_from_out_ty(self, out, dim, keepdim, out.scalar_type());
+      auto iter = at::meta::make_reduction(self, out, dim, keepdim, read_dtype(self, out));
       launch_reduce(iter, OP, name());
     }
   }
