@@ -8,6 +8,7 @@ PIP := $(PY) -m pip
 JOBS ?= $(shell nproc)
 SOURCES := CMakeLists.txt pyproject.toml $(shell find runtime csrc -name '*.[ch]' -o -name '*.cpp' -o -name 'CMakeLists.txt')
 PYTEST_ARGS ?=
+BLAS_DIR = $$($(PY) -c "import os, scipy_openblas32 as s; print(os.path.dirname(s.get_lib_dir()))")
 
 .PHONY: setup build test test-c test-asan test-py conformance demo bench clean
 
@@ -30,12 +31,12 @@ build: .stamp-build
 
 # C runtime tests (ctest), plain and under AddressSanitizer + UBSan.
 test-c: $(VENV)/.stamp-deps
-	cmake -S runtime -B build/runtime -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S runtime -B build/runtime -DCMAKE_BUILD_TYPE=Release -DVNC_BLAS_DIR=$(BLAS_DIR) >/dev/null
 	cmake --build build/runtime -j $(JOBS)
 	cd build/runtime && ctest --output-on-failure
 
 test-asan: $(VENV)/.stamp-deps
-	cmake -S runtime -B build/runtime-asan -DVNC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake -S runtime -B build/runtime-asan -DVNC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DVNC_BLAS_DIR=$(BLAS_DIR) >/dev/null
 	cmake --build build/runtime-asan -j $(JOBS)
 	cd build/runtime-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
 

@@ -11,4 +11,5 @@
 #include "iter.h"
 #include "elementwise.h"
 #include "reduce.h"
+#include "gemm.h"
 #endif

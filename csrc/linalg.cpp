@@ -1,0 +1,123 @@
+// Matrix products on the neuron key: ATen's meta functions check shapes and dtypes and
+// size the output; the runtime's vnc_gemm (OpenBLAS) computes.
+#include "neuron.h"
+#include "structured.h"
+
+#include <ATen/ops/addmm_meta.h>
+#include <ATen/ops/addmv_meta.h>
+#include <ATen/ops/baddbmm_meta.h>
+#include <ATen/ops/bmm_meta.h>
+#include <ATen/ops/mm_meta.h>
+#include <torch/library.h>
+
+namespace torch_neuronx {
+namespace {
+
+// A 2-D or 3-D tensor as a (batch of) matrices; a 1-D tensor as a column.
+vnc_matrix matrix(const at::Tensor& t) {
+  vnc_matrix m{};
+  m.data = t.numel() ? static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * t.itemsize() : nullptr;
+  m.dtype = static_cast<int32_t>(t.scalar_type());
+  const int64_t d = t.dim();
+  m.batch_stride = d == 3 ? t.stride(0) : 0;
+  m.row_stride = d == 1 ? t.stride(0) : t.stride(d - 2);
+  m.col_stride = d == 1 ? 1 : t.stride(d - 1);
+  return m;
+}
+
+// out = alpha * a @ b + beta * out, for 2-D (or batched 3-D) operands.
+void gemm(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, double alpha, double beta) {
+  record_native(name);
+  if (out.scalar_type() == at::kDouble) warn_float64(name);
+  const bool batched = out.dim() == 3;
+  const int64_t batch = batched ? out.size(0) : 1;
+  const int64_t M = out.size(batched ? 1 : 0);
+  const int64_t N = out.dim() == 1 ? 1 : out.size(out.dim() - 1);
+  const int64_t K = a.dim() == 1 ? a.size(0) : a.size(a.dim() - 1);
+  vnc_matrix A = matrix(a), B = matrix(b), C = matrix(out);
+  if (out.dim() == 1) {  // matrix @ vector: C is a column
+    C.row_stride = out.stride(0);
+    C.col_stride = 1;
+  }
+  c10::DeviceGuard guard(out.device());
+  check(vnc_gemm(current_vnc_stream(out.device().index()), name, batch, M, N, K, alpha, &A, &B, beta, &C));
+}
+
+// beta * self (broadcast) + alpha * product: self is copied into out first unless beta is 0.
+void add_product(const char* name, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                 const at::Scalar& beta, const at::Scalar& alpha, const at::Tensor& out) {
+  double bv = beta.toDouble();
+  if (bv != 0.0 && !out.is_same(self)) out.copy_(self.expand(out.sizes()));
+  gemm(name, a, b, out, alpha.toDouble(), bv);
+}
+
+struct Mm {
+  template <class M>
+  static void run(M&, const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& out) {
+    gemm("aten::mm", self, mat2, out, 1.0, 0.0);
+  }
+};
+struct Bmm {
+  template <class M>
+  static void run(M&, const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& out) {
+    gemm("aten::bmm", self, mat2, out, 1.0, 0.0);
+  }
+};
+struct Addmm {
+  template <class M>
+  static void run(M&, const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const at::Scalar& beta,
+                  const at::Scalar& alpha, const at::Tensor& out) {
+    add_product("aten::addmm", self, m1, m2, beta, alpha, out);
+  }
+};
+struct Baddbmm {
+  template <class M>
+  static void run(M&, const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
+                  const at::Scalar& alpha, const at::Tensor& out) {
+    add_product("aten::baddbmm", self, b1, b2, beta, alpha, out);
+  }
+};
+struct Addmv {
+  template <class M>
+  static void run(M&, const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                  const at::Scalar& alpha, const at::Tensor& out) {
+    add_product("aten::addmv", self, mat, vec, beta, alpha, out);
+  }
+};
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
+              other.dim(), "D tensors");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
+              self.scalar_type(), " and ", other.scalar_type());
+  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
+              "] and src [", other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ",
+              other.numel(), " elements respectively");
+  at::Tensor out = at::empty({}, self.options());
+  gemm("aten::dot", self.unsqueeze(0), other, out.unsqueeze(0), 1.0, 0.0);
+  return out;
+}
+
+}  // namespace
+
+using T = const at::Tensor&;
+using S = const at::Scalar&;
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm", TORCH_FN((Variants<at::meta::structured_mm, T>::functional<Mm>)));
+  m.impl("mm.out", TORCH_FN((Variants<at::meta::structured_mm, T>::out<Mm>)));
+  m.impl("bmm", TORCH_FN((Variants<at::meta::structured_bmm, T>::functional<Bmm>)));
+  m.impl("bmm.out", TORCH_FN((Variants<at::meta::structured_bmm, T>::out<Bmm>)));
+  m.impl("addmm", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::functional<Addmm>)));
+  m.impl("addmm_", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::inplace<Addmm>)));
+  m.impl("addmm.out", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::out<Addmm>)));
+  m.impl("baddbmm", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::functional<Baddbmm>)));
+  m.impl("baddbmm_", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::inplace<Baddbmm>)));
+  m.impl("baddbmm.out", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::out<Baddbmm>)));
+  m.impl("addmv", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::functional<Addmv>)));
+  m.impl("addmv_", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::inplace<Addmv>)));
+  m.impl("addmv.out", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::out<Addmv>)));
+  m.impl("dot", TORCH_FN(dot));
+}
+
+}  // namespace torch_neuronx

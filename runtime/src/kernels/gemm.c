@@ -1,0 +1,142 @@
+/* GEMM: float32 through OpenBLAS sgemm (other floating dtypes packed to float32), integers
+ * by an exact int64 loop. BLAS runs on the stream's worker with as many threads as the
+ * runtime's pool, so the two never oversubscribe the cores together. */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "internal.h"
+#include "vnc/device.h"
+#include "vnc/gemm.h"
+
+typedef struct gemm_task {
+  int64_t batch, M, N, K;
+  double alpha, beta;
+  vnc_matrix A, B, C;
+} gemm_task;
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_init(void) { scipy_openblas_set_num_threads(vnc_num_threads()); }
+
+static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
+
+/* A float32 view of matrix (rows x cols) of batch b usable by BLAS: direct when the dtype
+ * is float32 and one stride is 1, else packed row-major into tmp. */
+static const float *operand(const vnc_matrix *m, int64_t b, int64_t rows, int64_t cols, float *tmp,
+                            int *trans, blasint *ld) {
+  const int64_t es = (int64_t)vnc_dtype_size(m->dtype);
+  char *base = (char *)m->data + b * m->batch_stride * es;
+  if (m->dtype == VNC_FLOAT32) {
+    if ((m->col_stride == 1 || cols == 1) && (rows == 1 || m->row_stride >= max1(cols))) {
+      *trans = 0;
+      *ld = (blasint)(rows == 1 ? max1(cols) : m->row_stride);
+      return (const float *)base;
+    }
+    if ((m->row_stride == 1 || rows == 1) && (cols == 1 || m->col_stride >= max1(rows))) {
+      *trans = 1;
+      *ld = (blasint)(cols == 1 ? max1(rows) : m->col_stride);
+      return (const float *)base;
+    }
+  }
+  vnc_loop_fn conv = vnc_copy_loop(VNC_FLOAT32, m->dtype);
+  for (int64_t r = 0; r < rows; r++) {
+    char *ptrs[2] = {(char *)(tmp + r * cols), base + r * m->row_stride * es};
+    const int64_t st[2] = {4, m->col_stride * es};
+    conv(NULL, ptrs, st, cols, 0);
+  }
+  *trans = 0;
+  *ld = (blasint)max1(cols);
+  return tmp;
+}
+
+static void run_float(gemm_task *t) {
+  pthread_once(&blas_once, blas_init);
+  const int64_t M = t->M, N = t->N, K = t->K;
+  float *ta = malloc(sizeof(float) * (size_t)max1(M * K));
+  float *tb = malloc(sizeof(float) * (size_t)max1(K * N));
+  float *tc = malloc(sizeof(float) * (size_t)max1(M * N));
+  const int64_t es = (int64_t)vnc_dtype_size(t->C.dtype);
+  for (int64_t b = 0; b < t->batch; b++) {
+    int trans_a, trans_b;
+    blasint lda, ldb;
+    const float *a = operand(&t->A, b, M, K, ta, &trans_a, &lda);
+    const float *bb = operand(&t->B, b, K, N, tb, &trans_b, &ldb);
+    char *cbase = (char *)t->C.data + b * t->C.batch_stride * es;
+    int direct = t->C.dtype == VNC_FLOAT32 && (t->C.col_stride == 1 || N == 1) &&
+                 (M == 1 || t->C.row_stride >= max1(N));
+    float *c = direct ? (float *)cbase : tc;
+    blasint ldc = (blasint)(direct ? (M == 1 ? max1(N) : t->C.row_stride) : max1(N));
+    if (!direct && t->beta != 0.0) { /* C's current values, as float32 */
+      vnc_loop_fn in = vnc_copy_loop(VNC_FLOAT32, t->C.dtype);
+      for (int64_t r = 0; r < M; r++) {
+        char *ptrs[2] = {(char *)(tc + r * N), cbase + r * t->C.row_stride * es};
+        const int64_t st[2] = {4, t->C.col_stride * es};
+        in(NULL, ptrs, st, N, 0);
+      }
+    }
+    scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                (blasint)M, (blasint)N, (blasint)K, (float)t->alpha, a, lda, bb, ldb, (float)t->beta, c, ldc);
+    if (!direct) {
+      vnc_loop_fn out = vnc_copy_loop(t->C.dtype, VNC_FLOAT32);
+      for (int64_t r = 0; r < M; r++) {
+        char *ptrs[2] = {cbase + r * t->C.row_stride * es, (char *)(tc + r * N)};
+        const int64_t st[2] = {t->C.col_stride * es, 4};
+        out(NULL, ptrs, st, N, 0);
+      }
+    }
+  }
+  free(ta);
+  free(tb);
+  free(tc);
+}
+
+static void run_int(gemm_task *t) {
+  const int64_t es = (int64_t)vnc_dtype_size(t->C.dtype);
+  const int32_t dt = t->C.dtype;
+  const int64_t alpha = (int64_t)t->alpha, beta = (int64_t)t->beta;
+  for (int64_t b = 0; b < t->batch; b++) {
+    const char *A = (const char *)t->A.data + b * t->A.batch_stride * es;
+    const char *B = (const char *)t->B.data + b * t->B.batch_stride * es;
+    char *C = (char *)t->C.data + b * t->C.batch_stride * es;
+    for (int64_t i = 0; i < t->M; i++)
+      for (int64_t j = 0; j < t->N; j++) {
+        int64_t acc = 0, v;
+        for (int64_t k = 0; k < t->K; k++) {
+          int64_t x, y;
+          vnc_copy_loop(VNC_INT64, dt)(NULL, (char *[]){(char *)&x, (char *)A + (i * t->A.row_stride + k * t->A.col_stride) * es},
+                                       (const int64_t[]){8, es}, 1, 0);
+          vnc_copy_loop(VNC_INT64, dt)(NULL, (char *[]){(char *)&y, (char *)B + (k * t->B.row_stride + j * t->B.col_stride) * es},
+                                       (const int64_t[]){8, es}, 1, 0);
+          acc += x * y;
+        }
+        char *c = C + (i * t->C.row_stride + j * t->C.col_stride) * es;
+        int64_t old = 0;
+        if (beta != 0) vnc_copy_loop(VNC_INT64, dt)(NULL, (char *[]){(char *)&old, c}, (const int64_t[]){8, es}, 1, 0);
+        v = alpha * acc + beta * old;
+        vnc_store_i64[dt](c, v);
+      }
+  }
+}
+
+static vnc_status gemm_run(void *p) {
+  gemm_task *t = p;
+  if (vnc_dtype_is_floating(t->C.dtype)) run_float(t);
+  else run_int(t);
+  return VNC_OK;
+}
+
+vnc_status vnc_gemm(vnc_stream *s, const char *op, int64_t batch, int64_t M, int64_t N, int64_t K,
+                    double alpha, const vnc_matrix *A, const vnc_matrix *B, double beta,
+                    const vnc_matrix *C) {
+  if (A->dtype != C->dtype || B->dtype != C->dtype)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: operands must share one dtype, got %s, %s and %s", op,
+                         vnc_dtype_name(A->dtype), vnc_dtype_name(B->dtype), vnc_dtype_name(C->dtype));
+  if (vnc_dtype_is_complex(C->dtype) || C->dtype == VNC_BOOL)
+    return vnc_set_error(VNC_ERR_UNSUPPORTED, "\"%s\" not implemented for '%s'", op, vnc_dtype_name(C->dtype));
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || M < 0 || N < 0 || K < 0 || batch < 0)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: matrix dims must lie in 0 to 2^31-1", op);
+  if (batch == 0 || M == 0 || N == 0) return VNC_OK;
+  gemm_task t = {batch, M, N, K, alpha, beta, *A, *B, *C};
+  return vnc_launch(s, op, gemm_run, &t, sizeof t, NULL);
+}

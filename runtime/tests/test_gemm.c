@@ -1,0 +1,68 @@
+/* GEMM against a direct triple loop in double: layouts (row-major, transposed, strided),
+ * batches, beta, mixed float16 path, integers. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "check.h"
+
+static vnc_stream *S;
+
+static double ref(const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs, int64_t i, int64_t j, int64_t K) {
+  double s = 0;
+  for (int64_t k = 0; k < K; k++) s += (double)A[i * ars + k * acs] * (double)B[k * brs + j * bcs];
+  return s;
+}
+
+int main(void) {
+  CHECK_OK(vnc_stream_get(0, 0, &S));
+  enum { M = 37, N = 29, K = 53 };
+  static float A[M * K], At[K * M], B[K * N], C[M * N], C2[M * N * 2];
+  for (int i = 0; i < M * K; i++) A[i] = (float)((i * 13) % 17) / 8.0f - 1.0f;
+  for (int i = 0; i < M; i++)
+    for (int k = 0; k < K; k++) At[k * M + i] = A[i * K + k];
+  for (int i = 0; i < K * N; i++) B[i] = (float)((i * 7) % 11) / 4.0f - 1.0f;
+  vnc_matrix a = {A, 0, K, 1, VNC_FLOAT32}, at = {At, 0, 1, M, VNC_FLOAT32}, b = {B, 0, N, 1, VNC_FLOAT32};
+  vnc_matrix c = {C, 0, N, 1, VNC_FLOAT32};
+  CHECK_OK(vnc_gemm(S, "mm", 1, M, N, K, 1.0, &a, &b, 0.0, &c));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int ok = 1;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) ok &= fabs(C[i * N + j] - ref(A, K, 1, B, N, 1, i, j, K)) < 1e-4;
+  CHECK(ok);
+  /* transposed A, a strided (every other column) output, alpha/beta */
+  for (int i = 0; i < M * N * 2; i++) C2[i] = 1.0f;
+  vnc_matrix c2 = {C2, 0, 2 * N, 2, VNC_FLOAT32};
+  CHECK_OK(vnc_gemm(S, "addmm", 1, M, N, K, 2.0, &at, &b, 0.5, &c2));
+  CHECK_OK(vnc_stream_synchronize(S));
+  ok = 1;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      ok &= fabs(C2[i * 2 * N + 2 * j] - (2.0 * ref(A, K, 1, B, N, 1, i, j, K) + 0.5)) < 1e-4;
+      ok &= C2[i * 2 * N + 2 * j + 1] == 1.0f;
+    }
+  CHECK(ok);
+  /* batch of 3 with a broadcast (batch stride 0) B, float16 operands */
+  static uint16_t ha[3 * 4 * 5], hb[5 * 6], hc[3 * 4 * 6];
+  for (int i = 0; i < 60; i++) ha[i] = (uint16_t)(0x3C00 + (i % 3) * 0x400); /* 1, 2, 4 */
+  for (int i = 0; i < 30; i++) hb[i] = 0x3800;                               /* 0.5 */
+  vnc_matrix fa = {ha, 20, 5, 1, VNC_FLOAT16}, fb = {hb, 0, 6, 1, VNC_FLOAT16}, fc = {hc, 24, 6, 1, VNC_FLOAT16};
+  CHECK_OK(vnc_gemm(S, "bmm", 3, 4, 6, 5, 1.0, &fa, &fb, 0.0, &fc));
+  CHECK_OK(vnc_stream_synchronize(S));
+  /* row 0 of batch 0: 1+2+4+1+2 = 10, times 0.5 = 5 = 0x4500 */
+  CHECK(hc[0] == 0x4500 && hc[5] == 0x4500);
+  /* integers exactly */
+  int64_t ia[4] = {1, 2, 3, 4}, ib[4] = {5, 6, 7, 8}, ic[4];
+  vnc_matrix ma = {ia, 0, 2, 1, VNC_INT64}, mb = {ib, 0, 2, 1, VNC_INT64}, mc = {ic, 0, 2, 1, VNC_INT64};
+  CHECK_OK(vnc_gemm(S, "mm", 1, 2, 2, 2, 1.0, &ma, &mb, 0.0, &mc));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(ic[0] == 19 && ic[1] == 22 && ic[2] == 43 && ic[3] == 50);
+  /* K = 0 with beta 0: zeros */
+  float z[4] = {7, 7, 7, 7};
+  vnc_matrix mz = {z, 0, 2, 1, VNC_FLOAT32};
+  CHECK_OK(vnc_gemm(S, "mm", 1, 2, 2, 0, 1.0, &a, &b, 0.0, &mz));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(z[0] == 0.0f && z[3] == 0.0f);
+  vnc_matrix bad = {B, 0, N, 1, VNC_FLOAT64};
+  CHECK(vnc_gemm(S, "mm", 1, M, N, K, 1.0, &a, &bad, 0.0, &c) == VNC_ERR_INVALID_ARGUMENT);
+  CHECK_DONE();
+}
