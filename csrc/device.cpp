@@ -19,6 +19,7 @@ void raise_status(vnc_status st, const char* what) {
   std::string msg = vnc_last_error();
   if (what) msg = std::string(what) + ": " + msg;
   if (st == VNC_ERR_OUT_OF_MEMORY) TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+  if (st == VNC_ERR_INDEX) TORCH_CHECK_INDEX(false, msg);
   TORCH_CHECK(false, msg);
 }
 

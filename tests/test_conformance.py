@@ -77,16 +77,16 @@ def _tolerances(dtype):
     return dict(rtol=0, atol=0)
 
 
-def _compare(actual, expected, dtype, what):
+def _compare(actual, expected, dtype, what, tol=None):
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), what
         assert actual.device.type == "neuron", f"{what}: result on {actual.device}"
-        torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **_tolerances(expected.dtype),
+        torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **(tol or _tolerances(expected.dtype)),
                                    msg=lambda m: f"{what}: {m}")
     elif isinstance(expected, (list, tuple)):
         assert len(actual) == len(expected), what
         for i, (a, e) in enumerate(zip(actual, expected)):
-            _compare(a, e, dtype, f"{what}[{i}]")
+            _compare(a, e, dtype, f"{what}[{i}]", tol)
     else:
         assert actual == expected or (expected != expected and actual != actual), f"{what}: {actual} != {expected}"
 
@@ -95,14 +95,22 @@ def _run(op, sample):
     return op(sample.input, *sample.args, **sample.kwargs)
 
 
+def _on_neuron(sample):
+    """The sample with its tensors (same storage layout) and any device argument on neuron."""
+    moved = sample.transform(lambda t: _to(t, "neuron"))
+    if "device" in moved.kwargs or not isinstance(sample.input, torch.Tensor):  # factories
+        moved.kwargs["device"] = "neuron"
+    return moved
+
+
 def _check_sample(op, sample, dtype, what):
     try:
         expected = _run(op, sample)
     except Exception as e:  # the device must refuse the same input the same way
         with pytest.raises(type(e)):
-            _run(op, sample.transform(lambda t: _to(t, "neuron")))
+            _run(op, _on_neuron(sample))
         return
-    actual = _run(op, sample.transform(lambda t: _to(t, "neuron")))
+    actual = _run(op, _on_neuron(sample))
     _compare(actual, expected, dtype, what)
 
 
@@ -149,10 +157,10 @@ def test_op_matches_cpu(op, dtype):
                 continue
             if expected is None:
                 continue
-            actual = _grads(op, sample.transform(lambda t: _to(t, "neuron")))
+            actual = _grads(op, _on_neuron(sample))
             for k, (a, e) in enumerate(zip(actual, expected)):
-                if e is not None:
-                    _compare(a, e, dtype, f"{_ident(op)} grad {k} of sample {i}")
+                if e is not None:  # gradients accumulate more rounding: a looser absolute bound
+                    _compare(a, e, dtype, f"{_ident(op)} grad {k} of sample {i}", dict(rtol=1e-4, atol=1e-4))
 
 
 def test_harness_covers_the_native_elementwise_ops():

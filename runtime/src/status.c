@@ -24,6 +24,7 @@ const char *vnc_status_name(vnc_status st) {
     case VNC_ERR_FORKED: return "VNC_ERR_FORKED";
     case VNC_ERR_UNSUPPORTED: return "VNC_ERR_UNSUPPORTED";
     case VNC_ERR_INTERNAL: return "VNC_ERR_INTERNAL";
+    case VNC_ERR_INDEX: return "VNC_ERR_INDEX";
   }
   return "VNC_ERR_UNKNOWN";
 }

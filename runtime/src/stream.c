@@ -196,7 +196,7 @@ vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void 
   if (st != VNC_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", vnc_last_error());
-    return vnc_set_error(VNC_ERR_KERNEL, "%s: %s", op ? op : "op", msg);
+    return vnc_set_error(st == VNC_ERR_INDEX ? VNC_ERR_INDEX : VNC_ERR_KERNEL, "%s: %s", op ? op : "op", msg);
   }
   return VNC_OK;
 }
@@ -209,9 +209,9 @@ vnc_status vnc_stream_synchronize(vnc_stream *s) {
     s->waiters--;
   }
   vnc_status st = s->err;
-  if (st != VNC_OK) {
-    vnc_set_error(VNC_ERR_KERNEL, "%s", s->err_msg);
-    st = VNC_ERR_KERNEL;
+  if (st != VNC_OK) { /* index errors keep their code (IndexError in Python) */
+    st = st == VNC_ERR_INDEX ? VNC_ERR_INDEX : VNC_ERR_KERNEL;
+    vnc_set_error(st, "%s", s->err_msg);
     s->err = VNC_OK;
   }
   pthread_mutex_unlock(&s->m);

@@ -21,7 +21,8 @@ typedef enum vnc_status {
   VNC_ERR_KERNEL = 4,           /* an enqueued operation failed (sticky until the next sync) */
   VNC_ERR_FORKED = 5,           /* the runtime was initialised before fork(); unusable in the child */
   VNC_ERR_UNSUPPORTED = 6,      /* dtype or layout the kernel does not handle */
-  VNC_ERR_INTERNAL = 7          /* a system call failed (thread creation, mmap) */
+  VNC_ERR_INTERNAL = 7,         /* a system call failed (thread creation, mmap) */
+  VNC_ERR_INDEX = 8             /* a kernel met an index outside its range (sticky like VNC_ERR_KERNEL) */
 } vnc_status;
 
 /* Message describing the last failure on the calling thread; never NULL; valid until the

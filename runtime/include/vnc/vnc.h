@@ -12,4 +12,5 @@
 #include "elementwise.h"
 #include "reduce.h"
 #include "gemm.h"
+#include "nn.h"
 #endif

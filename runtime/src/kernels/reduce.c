@@ -332,3 +332,19 @@ vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, cons
   t.nchunks = t.R == 0 ? 1 : (t.R + VNC_REDUCE_CHUNK - 1) / VNC_REDUCE_CHUNK;
   return vnc_launch(s, op_name, red_run, &t, sizeof t, NULL);
 }
+
+float vnc_canonical_sum(const float *x, int64_t n) {
+  float chunks[64], *cs = chunks;
+  int64_t nc = (n + VNC_REDUCE_CHUNK - 1) / VNC_REDUCE_CHUNK;
+  if (nc > 64) cs = malloc(sizeof(float) * (size_t)nc);
+  for (int64_t c = 0; c < nc; c++) {
+    float blocks[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK];
+    int64_t nb = 0, c0 = c * VNC_REDUCE_CHUNK, c1 = c0 + VNC_REDUCE_CHUNK < n ? c0 + VNC_REDUCE_CHUNK : n;
+    for (int64_t b = c0; b < c1; b += VNC_REDUCE_BLOCK)
+      blocks[nb++] = lanes_sum_f(x + b, c1 - b < VNC_REDUCE_BLOCK ? c1 - b : VNC_REDUCE_BLOCK, 0, 0.0f, 0.0f);
+    cs[c] = pairwise_f(blocks, nb);
+  }
+  float r = pairwise_f(cs, nc);
+  if (cs != chunks) free(cs);
+  return r;
+}

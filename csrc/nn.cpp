@@ -1,0 +1,336 @@
+// Neural-network ops on the neuron key: softmax family, layer norm, NLL loss, index_select,
+// embedding backward, arange, tril/triu. ATen's meta functions (where they exist) check
+// arguments and size outputs; the runtime's vnc/nn.h kernels compute.
+#include "neuron.h"
+#include "structured.h"
+
+#include <ATen/ops/_log_softmax_backward_data_meta.h>
+#include <ATen/ops/_log_softmax_meta.h>
+#include <ATen/ops/_softmax_backward_data_meta.h>
+#include <ATen/ops/_softmax_meta.h>
+#include <ATen/ops/nll_loss_backward_meta.h>
+#include <ATen/ops/nll_loss_forward_meta.h>
+#include <ATen/ops/tril_meta.h>
+#include <ATen/ops/triu_meta.h>
+#include <torch/library.h>
+
+namespace torch_neuronx {
+namespace {
+
+void* base_ptr(const at::Tensor& t) {
+  return t.numel() ? static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * t.itemsize() : nullptr;
+}
+
+vnc_stream* stream_of(const at::Tensor& t) { return current_vnc_stream(t.device().index()); }
+
+// A contiguous tensor as rows around `dim`.
+vnc_rows rows_of(const at::Tensor& t, int64_t dim) {
+  TORCH_INTERNAL_ASSERT(t.is_contiguous());
+  vnc_rows r{};
+  r.data = base_ptr(t);
+  r.dtype = static_cast<int32_t>(t.scalar_type());
+  r.outer = 1;
+  for (int64_t d = 0; d < dim; d++) r.outer *= t.size(d);
+  r.n = t.dim() ? t.size(dim) : 1;
+  r.inner = 1;
+  for (int64_t d = dim + 1; d < t.dim(); d++) r.inner *= t.size(d);
+  r.inner_stride = 1;
+  r.stride = r.inner;
+  r.outer_stride = r.n * r.inner;
+  return r;
+}
+
+// Runs `body(out)` into `out`, or into a contiguous temporary copied back when out is not.
+template <class F>
+void into_contiguous(const at::Tensor& out, F body) {
+  if (out.is_contiguous()) return body(out);
+  at::Tensor tmp = at::empty(out.sizes(), out.options());
+  body(tmp);
+  out.copy_(tmp);
+}
+
+template <bool LOG>
+struct Softmax {
+  template <class M>
+  static void run(M&, const at::Tensor& self, int64_t dim, bool, const at::Tensor& out) {
+    const char* name = LOG ? "aten::_log_softmax" : "aten::_softmax";
+    record_native(name);
+    if (self.scalar_type() == at::kDouble) warn_float64(name);
+    int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    at::Tensor x = self.contiguous();
+    into_contiguous(out, [&](const at::Tensor& o) {
+      vnc_rows xr = rows_of(x, d), orows = rows_of(o, d);
+      c10::DeviceGuard g(o.device());
+      check(vnc_softmax(stream_of(o), name, LOG, &xr, &orows));
+    });
+  }
+};
+
+template <bool LOG>
+struct SoftmaxBackward {
+  template <class M>
+  static void run(M&, const at::Tensor& grad, const at::Tensor& output, int64_t dim, at::ScalarType,
+                  const at::Tensor& out) {
+    const char* name = LOG ? "aten::_log_softmax_backward_data" : "aten::_softmax_backward_data";
+    record_native(name);
+    int64_t d = at::maybe_wrap_dim(dim, grad.dim());
+    at::Tensor g = grad.contiguous(), y = output.contiguous();
+    into_contiguous(out, [&](const at::Tensor& o) {
+      vnc_rows gr = rows_of(g, d), yr = rows_of(y, d), orows = rows_of(o, d);
+      c10::DeviceGuard guard(o.device());
+      check(vnc_softmax_backward(stream_of(o), name, LOG, &gr, &yr, &orows));
+    });
+  }
+};
+
+// ---------------------------------------------------------------- layer norm
+
+std::pair<int64_t, int64_t> ln_dims(const at::Tensor& input, at::IntArrayRef normalized_shape) {
+  const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis).equals(normalized_shape),
+              "Given normalized_shape=", normalized_shape, ", expected input with shape [*, ",
+              c10::Join(", ", normalized_shape), "], but got input of size", input.sizes());
+  int64_t M = 1;
+  for (int64_t d = 0; d < axis; d++) M *= input.size(d);
+  return {M, c10::multiply_integers(normalized_shape)};
+}
+
+at::DimVector stat_shape(const at::Tensor& input, size_t nnorm) {
+  at::DimVector s(input.sizes().begin(), input.sizes().end());
+  for (size_t i = s.size() - nnorm; i < s.size(); i++) s[i] = 1;
+  return s;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input, c10::SymIntArrayRef shape_sym,
+                                                         const std::optional<at::Tensor>& weight,
+                                                         const std::optional<at::Tensor>& bias, double eps) {
+  auto shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
+  auto [M, N] = ln_dims(input, shape);
+  const at::Tensor w = weight && weight->defined() ? *weight : at::Tensor();
+  const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
+  bool mixed = (w.defined() && w.scalar_type() != input.scalar_type()) || (b.defined() && b.scalar_type() != input.scalar_type());
+  if (mixed) {  // e.g. bfloat16 input, float32 parameters: compute in float32 as ATen's mixed path
+    auto [y, mean, rstd] = layer_norm(input.to(at::kFloat), shape_sym, w.defined() ? std::optional<at::Tensor>(w.to(at::kFloat)) : std::nullopt,
+                                      b.defined() ? std::optional<at::Tensor>(b.to(at::kFloat)) : std::nullopt, eps);
+    return {y.to(input.scalar_type()), mean, rstd};
+  }
+  record_native("aten::native_layer_norm");
+  if (input.scalar_type() == at::kDouble) warn_float64("aten::native_layer_norm");
+  at::Tensor x = input.contiguous();
+  at::Tensor y = at::empty(input.sizes(), x.options());
+  at::Tensor mean = at::empty(stat_shape(input, shape.size()), x.options());
+  at::Tensor rstd = at::empty(stat_shape(input, shape.size()), x.options());
+  at::Tensor wc = w.defined() ? w.contiguous() : w, bc = b.defined() ? b.contiguous() : b;
+  c10::DeviceGuard g(input.device());
+  auto dt = static_cast<int32_t>(x.scalar_type());
+  check(vnc_layer_norm(stream_of(x), "aten::native_layer_norm", M, N, dt, base_ptr(x), wc.defined() ? base_ptr(wc) : nullptr,
+                       bc.defined() ? base_ptr(bc) : nullptr, eps, base_ptr(y), base_ptr(mean), base_ptr(rstd), dt));
+  return {y, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef shape_sym, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> mask) {
+  auto shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
+  auto [M, N] = ln_dims(input, shape);
+  const at::Tensor w = weight && weight->defined() ? *weight : at::Tensor();
+  const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
+  if ((w.defined() && w.scalar_type() != input.scalar_type()) || mean.scalar_type() != input.scalar_type()) {
+    auto [dx, dw, db] = layer_norm_backward(grad_out.to(at::kFloat), input.to(at::kFloat), shape_sym, mean.to(at::kFloat),
+                                            rstd.to(at::kFloat), w.defined() ? std::optional<at::Tensor>(w.to(at::kFloat)) : std::nullopt,
+                                            b.defined() ? std::optional<at::Tensor>(b.to(at::kFloat)) : std::nullopt, mask);
+    return {dx.defined() ? dx.to(input.scalar_type()) : dx, dw.defined() && w.defined() ? dw.to(w.scalar_type()) : dw,
+            db.defined() && b.defined() ? db.to(b.scalar_type()) : db};
+  }
+  record_native("aten::native_layer_norm_backward");
+  at::Tensor x = input.contiguous(), dy = grad_out.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
+  at::Tensor wc = w.defined() ? w.contiguous() : w;
+  at::Tensor dx = mask[0] ? at::empty(input.sizes(), x.options()) : at::Tensor();
+  at::Tensor dw = mask[1] && w.defined() ? at::empty(w.sizes(), x.options()) : at::Tensor();
+  at::Tensor db = mask[2] && b.defined() ? at::empty(b.sizes(), x.options()) : at::Tensor();
+  c10::DeviceGuard g(input.device());
+  auto dt = static_cast<int32_t>(x.scalar_type());
+  check(vnc_layer_norm_backward(stream_of(x), "aten::native_layer_norm_backward", M, N, dt, base_ptr(dy), base_ptr(x),
+                                base_ptr(mc), base_ptr(rc), dt, wc.defined() ? base_ptr(wc) : nullptr,
+                                dx.defined() ? base_ptr(dx) : nullptr, dw.defined() ? base_ptr(dw) : nullptr,
+                                db.defined() ? base_ptr(db) : nullptr));
+  return {dx, dw, db};
+}
+
+// ---------------------------------------------------------------- NLL loss
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                          const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                          int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+  Structured<at::meta::structured_nll_loss_forward, 2> op(Mode::Out, {output, total_weight});
+  op.meta(self, target, to_meta(weight), reduction, ignore_index);
+  record_native("aten::nll_loss_forward");
+  const int64_t N = self.dim() == 2 ? self.size(0) : 1, C = self.size(self.dim() - 1);
+  at::Tensor x = self.contiguous(), t = target.to(at::kLong).contiguous();
+  at::Tensor w = weight && weight->defined() ? weight->to(self.scalar_type()).contiguous() : at::Tensor();
+  const at::Tensor& out = op.maybe_get_output(0);
+  const at::Tensor& tw = op.maybe_get_output(1);
+  c10::DeviceGuard g(self.device());
+  into_contiguous(out, [&](const at::Tensor& o) {
+    check(vnc_nll_loss(stream_of(x), "aten::nll_loss_forward", N, C, static_cast<int32_t>(x.scalar_type()), base_ptr(x),
+                       static_cast<const int64_t*>(base_ptr(t)), w.defined() ? base_ptr(w) : nullptr, static_cast<int>(reduction),
+                       ignore_index, base_ptr(o), base_ptr(tw)));
+  });
+  op.finish();
+  return {output, total_weight};
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                    int64_t ignore_index) {
+  at::Tensor out = at::empty({0}, self.options()), tw = at::empty({0}, self.options());
+  nll_loss_forward_out(self, target, weight, reduction, ignore_index, out, tw);
+  return {out, tw};
+}
+
+at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                  const at::Tensor& total_weight, at::Tensor& grad_input) {
+  Structured<at::meta::structured_nll_loss_backward> op(Mode::Out, {grad_input});
+  op.meta(grad_output, self, target, to_meta(weight), reduction, ignore_index, total_weight);
+  record_native("aten::nll_loss_backward");
+  const int64_t N = self.dim() == 2 ? self.size(0) : 1, C = self.size(self.dim() - 1);
+  at::Tensor t = target.to(at::kLong).contiguous(), go = grad_output.contiguous();
+  at::Tensor w = weight && weight->defined() ? weight->to(self.scalar_type()).contiguous() : at::Tensor();
+  at::Tensor tw = total_weight.contiguous();
+  c10::DeviceGuard g(self.device());
+  into_contiguous(op.maybe_get_output(0), [&](const at::Tensor& gi) {
+    check(vnc_nll_loss_backward(stream_of(gi), "aten::nll_loss_backward", N, C, static_cast<int32_t>(gi.scalar_type()),
+                                base_ptr(go), go.dim() ? go.stride(0) : 0, static_cast<const int64_t*>(base_ptr(t)),
+                                w.defined() ? base_ptr(w) : nullptr, static_cast<int>(reduction), ignore_index, base_ptr(tw),
+                                base_ptr(gi)));
+  });
+  op.finish();
+  return grad_input;
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                             const at::Tensor& total_weight) {
+  at::Tensor gi = at::empty({0}, self.options());
+  return nll_loss_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight, gi);
+}
+
+// ---------------------------------------------------------------- index_select / embedding backward
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "index_select(): self and result must have the same scalar type");
+  TORCH_CHECK(index.device() == self.device() || index.is_cpu(), "Expected all tensors to be on the same device");
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.dim() == 0 || self.size(d) > 0 || index.numel() == 0,
+              "index_select(): self indexing axis dim should be positive");
+  record_native("aten::index_select");
+  at::Tensor idx = index.to(self.device()).contiguous().reshape(-1);
+  at::DimVector shape(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) shape[d] = idx.numel();
+  at::native::resize_output(out, shape);
+  at::Tensor src = self.dim() ? self.contiguous() : self.reshape({1});
+  into_contiguous(out, [&](const at::Tensor& o) {
+    vnc_rows s = rows_of(src, self.dim() ? d : 0), dst = rows_of(self.dim() ? o : o.reshape({1}), self.dim() ? d : 0);
+    c10::DeviceGuard g(self.device());
+    check(vnc_index_select(stream_of(src), "aten::index_select", &s, base_ptr(idx), static_cast<int32_t>(idx.scalar_type()), 1,
+                           idx.numel(), &dst));
+  });
+  return out;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::Tensor out = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, out);
+}
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
+                                    c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  record_native("aten::embedding_dense_backward");
+  const int64_t nw = num_weights.expect_int(), D = grad_output.size(grad_output.dim() - 1);
+  at::Tensor idx = indices.contiguous().reshape(-1);
+  at::Tensor g = grad_output.contiguous().reshape({idx.numel(), D});
+  at::Tensor out = at::empty({nw, D}, grad_output.options());
+  vnc_rows dst = rows_of(out, 0), src = rows_of(g, 0);
+  c10::DeviceGuard guard(out.device());
+  check(vnc_index_add_rows(stream_of(out), "aten::embedding_dense_backward", &dst, base_ptr(idx),
+                           static_cast<int32_t>(idx.scalar_type()), idx.numel(), &src, padding_idx.expect_int(),
+                           scale_grad_by_freq, 1));
+  return out;
+}
+
+// ---------------------------------------------------------------- arange, tril/triu
+
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  record_native("aten::arange");
+  double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  TORCH_CHECK(st != 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+  TORCH_CHECK(((st > 0) && (e >= s)) || ((st < 0) && (e <= s)), "upper bound and larger bound inconsistent with step sign");
+  int64_t n;
+  if (out.scalar_type() == at::kLong) {  // ATen sizes int64 ranges from bounds converted to int64
+    int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
+    TORCH_CHECK(c != 0, "step must be nonzero");
+    n = static_cast<int64_t>(std::ceil(static_cast<double>(b - a) / static_cast<double>(c)));
+  } else {
+    n = static_cast<int64_t>(std::ceil((e - s) / st));
+  }
+  if (out.numel() != n) at::native::resize_output(out, {n});
+  vnc_tensor t = to_vnc(out);
+  c10::DeviceGuard g(out.device());
+  check(vnc_arange(stream_of(out), "aten::arange", &t, s, st, start.toLong(), step.toLong()));
+  return out;
+}
+
+template <bool UPPER>
+struct Tri {
+  template <class M>
+  static void run(M&, const at::Tensor& self, int64_t diagonal, const at::Tensor& out) {
+    const char* name = UPPER ? "aten::triu" : "aten::tril";
+    record_native(name);
+    vnc_tensor s = to_vnc(self), o = to_vnc(out);
+    c10::DeviceGuard g(out.device());
+    check(vnc_tri(stream_of(out), name, &s, &o, UPPER, diagonal));
+  }
+};
+
+}  // namespace
+
+using T = const at::Tensor&;
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_softmax", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::functional<Softmax<false>>)));
+  m.impl("_softmax.out", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::out<Softmax<false>>)));
+  m.impl("_log_softmax", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::functional<Softmax<true>>)));
+  m.impl("_log_softmax.out", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::out<Softmax<true>>)));
+  m.impl("_softmax_backward_data",
+         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<false>>)));
+  m.impl("_softmax_backward_data.out",
+         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<false>>)));
+  m.impl("_log_softmax_backward_data",
+         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<true>>)));
+  m.impl("_log_softmax_backward_data.out",
+         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<true>>)));
+  m.impl("native_layer_norm", TORCH_FN(layer_norm));
+  m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward));
+  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
+  m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
+  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
+  m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
+  m.impl("index_select", TORCH_FN(index_select));
+  m.impl("index_select.out", TORCH_FN(index_select_out));
+  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+  m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("tril", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::functional<Tri<false>>)));
+  m.impl("tril_", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::inplace<Tri<false>>)));
+  m.impl("tril.out", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::out<Tri<false>>)));
+  m.impl("triu", TORCH_FN((Variants<at::meta::structured_triu, int64_t>::functional<Tri<true>>)));
+  m.impl("triu_", TORCH_FN((Variants<at::meta::structured_triu, int64_t>::inplace<Tri<true>>)));
+  m.impl("triu.out", TORCH_FN((Variants<at::meta::structured_triu, int64_t>::out<Tri<true>>)));
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,486 @@
+/* Neural-network kernels (see vnc/nn.h). Rows are loaded into float32 buffers through the
+ * copy/cast loops, computed, and stored back; sums use the canonical schedule. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "internal.h"
+#include "vnc/nn.h"
+#include "vnc/threadpool.h"
+
+#define STACK_ROW 4096
+
+static char *row_ptr(const vnc_rows *r, int64_t o, int64_t j, int64_t i) {
+  return (char *)r->data + (o * r->outer_stride + j * r->stride + i * r->inner_stride) * (int64_t)vnc_dtype_size(r->dtype);
+}
+
+static void load_row(const vnc_rows *r, int64_t o, int64_t i, float *buf) {
+  char *ptrs[2] = {(char *)buf, row_ptr(r, o, 0, i)};
+  const int64_t st[2] = {4, r->stride * (int64_t)vnc_dtype_size(r->dtype)};
+  vnc_copy_loop(VNC_FLOAT32, r->dtype)(NULL, ptrs, st, r->n, 0);
+}
+
+static void store_row(const vnc_rows *r, int64_t o, int64_t i, const float *buf) {
+  char *ptrs[2] = {row_ptr(r, o, 0, i), (char *)buf};
+  const int64_t st[2] = {r->stride * (int64_t)vnc_dtype_size(r->dtype), 4};
+  vnc_copy_loop(r->dtype, VNC_FLOAT32)(NULL, ptrs, st, r->n, 0);
+}
+
+static float *row_buffer(float *stack, int64_t n) { return n <= STACK_ROW ? stack : malloc(sizeof(float) * (size_t)n); }
+static void free_row(float *stack, float *b) { if (b != stack) free(b); }
+
+/* ---------------------------------------------------------------- softmax */
+
+typedef struct softmax_task {
+  int log, backward;
+  vnc_rows a, b, out; /* forward: a = x; backward: a = grad, b = y */
+} softmax_task;
+
+static void softmax_rows(void *ctx, int64_t r0, int64_t r1) {
+  const softmax_task *t = ctx;
+  const int64_t n = t->out.n;
+  float s1[STACK_ROW], s2[STACK_ROW];
+  float *x = row_buffer(s1, n), *y = row_buffer(s2, n);
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t o = r / t->out.inner, i = r % t->out.inner;
+    load_row(&t->a, o, i, x);
+    if (!t->backward) {
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n; j++) mx = (isnan(x[j]) || x[j] > mx) ? x[j] : mx;
+      for (int64_t j = 0; j < n; j++) y[j] = expf(x[j] - mx);
+      float sum = vnc_canonical_sum(y, n);
+      if (t->log) {
+        float lse = logf(sum);
+        for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - lse;
+      } else {
+        for (int64_t j = 0; j < n; j++) y[j] = y[j] / sum;
+      }
+    } else { /* x = grad, y = output */
+      load_row(&t->b, o, i, y);
+      if (t->log) {
+        float gsum = vnc_canonical_sum(x, n);
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] - expf(y[j]) * gsum;
+      } else {
+        float s3[STACK_ROW];
+        float *gy = row_buffer(s3, n);
+        for (int64_t j = 0; j < n; j++) gy[j] = x[j] * y[j];
+        float dot = vnc_canonical_sum(gy, n);
+        free_row(s3, gy);
+        for (int64_t j = 0; j < n; j++) y[j] = y[j] * (x[j] - dot);
+      }
+    }
+    store_row(&t->out, o, i, y);
+  }
+  free_row(s1, x);
+  free_row(s2, y);
+}
+
+static vnc_status softmax_run(void *p) {
+  softmax_task *t = p;
+  int64_t rows = t->out.outer * t->out.inner;
+  int64_t grain = t->out.n >= 4096 ? 1 : 4096 / (t->out.n + 1) + 1;
+  vnc_parallel_for(rows, grain, softmax_rows, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_softmax(vnc_stream *s, const char *op, int log, const vnc_rows *x, const vnc_rows *out) {
+  if (x->outer * x->n * x->inner == 0) return VNC_OK;
+  softmax_task t = {log, 0, *x, *x, *out};
+  return vnc_launch(s, op, softmax_run, &t, sizeof t, NULL);
+}
+
+vnc_status vnc_softmax_backward(vnc_stream *s, const char *op, int log, const vnc_rows *grad, const vnc_rows *y,
+                                const vnc_rows *grad_in) {
+  if (grad->outer * grad->n * grad->inner == 0) return VNC_OK;
+  softmax_task t = {log, 1, *grad, *y, *grad_in};
+  return vnc_launch(s, op, softmax_run, &t, sizeof t, NULL);
+}
+
+/* ---------------------------------------------------------------- layer norm */
+
+typedef struct ln_task {
+  int64_t M, N;
+  int32_t dtype, stat_dtype;
+  const void *x, *w, *b, *dy, *mean, *rstd;
+  void *y, *out_mean, *out_rstd, *dx, *dw, *db;
+  double eps;
+} ln_task;
+
+static vnc_rows row_of(const void *base, int32_t dtype, int64_t M, int64_t N) {
+  vnc_rows r = {(void *)base, dtype, M, N, 1, N, 1, 1};
+  return r;
+}
+
+static void load_vec(const void *p, int32_t dtype, int64_t n, float *buf) {
+  vnc_rows r = row_of(p, dtype, 1, n);
+  load_row(&r, 0, 0, buf);
+}
+
+static void ln_fwd_rows(void *ctx, int64_t r0, int64_t r1) {
+  const ln_task *t = ctx;
+  const int64_t N = t->N;
+  float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW];
+  float *x = row_buffer(s1, N), *w = t->w ? row_buffer(s2, N) : NULL, *b = t->b ? row_buffer(s3, N) : NULL;
+  if (w) load_vec(t->w, t->dtype, N, w);
+  if (b) load_vec(t->b, t->dtype, N, b);
+  vnc_rows X = row_of(t->x, t->dtype, t->M, N), Y = row_of(t->y, t->dtype, t->M, N);
+  for (int64_t r = r0; r < r1; r++) {
+    load_row(&X, r, 0, x);
+    float mean = vnc_canonical_sum(x, N) / (float)N;
+    for (int64_t j = 0; j < N; j++) x[j] -= mean;
+    float sq[STACK_ROW], *q = row_buffer(sq, N);
+    for (int64_t j = 0; j < N; j++) q[j] = x[j] * x[j];
+    float var = vnc_canonical_sum(q, N) / (float)N;
+    free_row(sq, q);
+    float rstd = 1.0f / sqrtf(var + (float)t->eps);
+    for (int64_t j = 0; j < N; j++) {
+      float v = x[j] * rstd;
+      if (w) v = v * w[j];
+      if (b) v = v + b[j];
+      x[j] = v;
+    }
+    store_row(&Y, r, 0, x);
+    vnc_store_f64[t->stat_dtype]((char *)t->out_mean + r * (int64_t)vnc_dtype_size(t->stat_dtype), mean);
+    vnc_store_f64[t->stat_dtype]((char *)t->out_rstd + r * (int64_t)vnc_dtype_size(t->stat_dtype), rstd);
+  }
+  free_row(s1, x);
+  if (w) free_row(s2, w);
+  if (b) free_row(s3, b);
+}
+
+static vnc_status ln_fwd_run(void *p) {
+  ln_task *t = p;
+  vnc_parallel_for(t->M, t->N >= 4096 ? 1 : 4096 / t->N + 1, ln_fwd_rows, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_layer_norm(vnc_stream *s, const char *op, int64_t M, int64_t N, int32_t dtype, const void *x,
+                          const void *weight, const void *bias, double eps, void *y, void *mean, void *rstd,
+                          int32_t stat_dtype) {
+  if (M == 0) return VNC_OK;
+  if (N == 0) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: normalized shape has no elements", op);
+  ln_task t = {.M = M, .N = N, .dtype = dtype, .stat_dtype = stat_dtype, .x = x, .w = weight, .b = bias,
+               .y = y, .out_mean = mean, .out_rstd = rstd, .eps = eps};
+  return vnc_launch(s, op, ln_fwd_run, &t, sizeof t, NULL);
+}
+
+static float stat_at(const void *p, int32_t dt, int64_t r) {
+  return (float)vnc_load_f64[dt]((const char *)p + r * (int64_t)vnc_dtype_size(dt));
+}
+
+static void ln_bwd_rows(void *ctx, int64_t r0, int64_t r1) { /* dx */
+  const ln_task *t = ctx;
+  const int64_t N = t->N;
+  float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW], s4[STACK_ROW];
+  float *x = row_buffer(s1, N), *g = row_buffer(s2, N), *w = t->w ? row_buffer(s3, N) : NULL, *tmp = row_buffer(s4, N);
+  if (w) load_vec(t->w, t->dtype, N, w);
+  vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N), D = row_of(t->dx, t->dtype, t->M, N);
+  for (int64_t r = r0; r < r1; r++) {
+    load_row(&X, r, 0, x);
+    load_row(&G, r, 0, g);
+    float mean = stat_at(t->mean, t->stat_dtype, r), rstd = stat_at(t->rstd, t->stat_dtype, r);
+    for (int64_t j = 0; j < N; j++) {
+      x[j] = (x[j] - mean) * rstd; /* x_hat */
+      if (w) g[j] = g[j] * w[j];   /* dx_hat */
+    }
+    float a = vnc_canonical_sum(g, N) / (float)N;
+    for (int64_t j = 0; j < N; j++) tmp[j] = g[j] * x[j];
+    float b = vnc_canonical_sum(tmp, N) / (float)N;
+    for (int64_t j = 0; j < N; j++) tmp[j] = rstd * ((g[j] - a) - x[j] * b);
+    store_row(&D, r, 0, tmp);
+  }
+  free_row(s1, x);
+  free_row(s2, g);
+  if (w) free_row(s3, w);
+  free_row(s4, tmp);
+}
+
+static void ln_bwd_cols(void *ctx, int64_t c0, int64_t c1) { /* dweight, dbias: sums over rows in order */
+  const ln_task *t = ctx;
+  const int64_t N = t->N, n = c1 - c0;
+  float *x = malloc(sizeof(float) * (size_t)n * 4), *g = x + n, *aw = g + n, *ab = aw + n;
+  memset(aw, 0, sizeof(float) * (size_t)n * 2);
+  vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N);
+  X.n = G.n = n;
+  for (int64_t r = 0; r < t->M; r++) {
+    char *px[2] = {(char *)x, row_ptr(&X, r, c0, 0)}, *pg[2] = {(char *)g, row_ptr(&G, r, c0, 0)};
+    const int64_t st[2] = {4, (int64_t)vnc_dtype_size(t->dtype)};
+    vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, px, st, n, 0);
+    vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, pg, st, n, 0);
+    float mean = stat_at(t->mean, t->stat_dtype, r), rstd = stat_at(t->rstd, t->stat_dtype, r);
+    for (int64_t j = 0; j < n; j++) {
+      aw[j] += g[j] * ((x[j] - mean) * rstd);
+      ab[j] += g[j];
+    }
+  }
+  const int64_t es = (int64_t)vnc_dtype_size(t->dtype);
+  for (int64_t j = 0; j < n; j++) {
+    if (t->dw) vnc_store_f64[t->dtype]((char *)t->dw + (c0 + j) * es, aw[j]);
+    if (t->db) vnc_store_f64[t->dtype]((char *)t->db + (c0 + j) * es, ab[j]);
+  }
+  free(x);
+}
+
+static vnc_status ln_bwd_run(void *p) {
+  ln_task *t = p;
+  if (t->dx) vnc_parallel_for(t->M, t->N >= 4096 ? 1 : 4096 / t->N + 1, ln_bwd_rows, t);
+  if (t->dw || t->db) vnc_parallel_for(t->N, 256, ln_bwd_cols, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_layer_norm_backward(vnc_stream *s, const char *op, int64_t M, int64_t N, int32_t dtype, const void *dy,
+                                   const void *x, const void *mean, const void *rstd, int32_t stat_dtype,
+                                   const void *weight, void *dx, void *dweight, void *dbias) {
+  if (N == 0) return VNC_OK;
+  ln_task t = {.M = M, .N = N, .dtype = dtype, .stat_dtype = stat_dtype, .x = x, .w = weight, .dy = dy,
+               .mean = mean, .rstd = rstd, .dx = M ? dx : NULL, .dw = dweight, .db = dbias};
+  return vnc_launch(s, op, ln_bwd_run, &t, sizeof t, NULL);
+}
+
+/* ---------------------------------------------------------------- NLL loss */
+
+typedef struct nll_task {
+  int64_t N, C, ignore, go_stride;
+  int32_t dtype;
+  int reduction;
+  const void *x, *weight, *grad_out, *total;
+  const int64_t *target;
+  void *out, *total_out, *grad_x;
+} nll_task;
+
+static float elem(const void *p, int32_t dt, int64_t k) { return (float)vnc_load_f64[dt]((const char *)p + k * (int64_t)vnc_dtype_size(dt)); }
+
+static vnc_status check_target(const nll_task *t, int64_t n) {
+  int64_t c = t->target[n];
+  if (c != t->ignore && (c < 0 || c >= t->C))
+    return vnc_set_error(VNC_ERR_INDEX, "Target %lld is out of bounds (%lld classes).", (long long)c, (long long)t->C);
+  return VNC_OK;
+}
+
+static vnc_status nll_run(void *p) {
+  nll_task *t = p;
+  float *losses = malloc(sizeof(float) * (size_t)(t->N ? t->N : 1)), *ws = malloc(sizeof(float) * (size_t)(t->N ? t->N : 1));
+  for (int64_t n = 0; n < t->N; n++) {
+    vnc_status st = check_target(t, n);
+    if (st != VNC_OK) { free(losses); free(ws); return st; }
+    int64_t c = t->target[n];
+    float w = c == t->ignore ? 0.0f : t->weight ? elem(t->weight, t->dtype, c) : 1.0f;
+    ws[n] = w;
+    losses[n] = c == t->ignore ? 0.0f : -elem(t->x, t->dtype, n * t->C + c) * w;
+  }
+  const int64_t es = (int64_t)vnc_dtype_size(t->dtype);
+  if (t->reduction == 0) {
+    for (int64_t n = 0; n < t->N; n++) vnc_store_f64[t->dtype]((char *)t->out + n * es, losses[n]);
+    vnc_store_f64[t->dtype](t->total_out, 0.0);
+  } else {
+    float sum = vnc_canonical_sum(losses, t->N), tw = vnc_canonical_sum(ws, t->N);
+    vnc_store_f64[t->dtype](t->out, t->reduction == 1 ? sum / tw : sum);
+    vnc_store_f64[t->dtype](t->total_out, tw);
+  }
+  free(losses);
+  free(ws);
+  return VNC_OK;
+}
+
+vnc_status vnc_nll_loss(vnc_stream *s, const char *op, int64_t N, int64_t C, int32_t dtype, const void *x,
+                        const int64_t *target, const void *weight, int reduction, int64_t ignore_index, void *out,
+                        void *total_weight) {
+  nll_task t = {.N = N, .C = C, .ignore = ignore_index, .dtype = dtype, .reduction = reduction, .x = x,
+                .weight = weight, .target = target, .out = out, .total_out = total_weight};
+  return vnc_launch(s, op, nll_run, &t, sizeof t, NULL);
+}
+
+static vnc_status nll_bwd_run(void *p) {
+  nll_task *t = p;
+  const int64_t es = (int64_t)vnc_dtype_size(t->dtype);
+  memset(t->grad_x, 0, (size_t)(t->N * t->C * es));
+  float g = t->reduction == 0 ? 0.0f : elem(t->grad_out, t->dtype, 0);
+  if (t->reduction == 1) g = g / elem(t->total, t->dtype, 0);
+  for (int64_t n = 0; n < t->N; n++) {
+    vnc_status st = check_target(t, n);
+    if (st != VNC_OK) return st;
+    int64_t c = t->target[n];
+    if (c == t->ignore) continue;
+    float w = t->weight ? elem(t->weight, t->dtype, c) : 1.0f;
+    float gn = t->reduction == 0 ? elem(t->grad_out, t->dtype, n * t->go_stride) : g;
+    vnc_store_f64[t->dtype]((char *)t->grad_x + (n * t->C + c) * es, -w * gn);
+  }
+  return VNC_OK;
+}
+
+vnc_status vnc_nll_loss_backward(vnc_stream *s, const char *op, int64_t N, int64_t C, int32_t dtype,
+                                 const void *grad_out, int64_t grad_out_stride, const int64_t *target,
+                                 const void *weight, int reduction, int64_t ignore_index, const void *total_weight,
+                                 void *grad_x) {
+  if (N * C == 0) return VNC_OK;
+  nll_task t = {.N = N, .C = C, .ignore = ignore_index, .go_stride = grad_out_stride, .dtype = dtype,
+                .reduction = reduction, .weight = weight, .grad_out = grad_out, .total = total_weight,
+                .target = target, .grad_x = grad_x};
+  return vnc_launch(s, op, nll_bwd_run, &t, sizeof t, NULL);
+}
+
+/* ---------------------------------------------------------------- row gather / scatter-add */
+
+typedef struct rows_task {
+  vnc_rows src, dst;
+  const void *index;
+  int32_t index_dtype;
+  int64_t index_stride, nidx, skip;
+  int by_freq, zero_first;
+  int bad;
+  int64_t bad_value;
+  char op[48];
+} rows_task;
+
+static int64_t index_at(const rows_task *t, int64_t j) {
+  return t->index_dtype == VNC_INT32 ? ((const int32_t *)t->index)[j * t->index_stride]
+                                     : ((const int64_t *)t->index)[j * t->index_stride];
+}
+
+static vnc_status check_indices(rows_task *t, int64_t limit) {
+  for (int64_t j = 0; j < t->nidx; j++) {
+    int64_t r = index_at(t, j);
+    if (r != t->skip && (r < 0 || r >= limit))
+      return vnc_set_error(VNC_ERR_INDEX, "index %lld is out of bounds for dimension with size %lld",
+                           (long long)r, (long long)limit);
+  }
+  return VNC_OK;
+}
+
+static void gather_rows(void *ctx, int64_t u0, int64_t u1) {
+  const rows_task *t = ctx;
+  const int64_t es = (int64_t)vnc_dtype_size(t->src.dtype);
+  vnc_loop_fn cp = vnc_copy_loop(t->dst.dtype, t->src.dtype);
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t o = u / t->nidx, j = u % t->nidx, r = index_at(t, j);
+    char *ptrs[2] = {row_ptr(&t->dst, o, j, 0), row_ptr(&t->src, o, r, 0)};
+    const int64_t st[2] = {t->dst.inner_stride * (int64_t)vnc_dtype_size(t->dst.dtype), t->src.inner_stride * es};
+    cp(NULL, ptrs, st, t->src.inner, 0);
+  }
+}
+
+static vnc_status gather_run(void *p) {
+  rows_task *t = p;
+  vnc_status st = check_indices(t, t->src.n);
+  if (st != VNC_OK) return st;
+  vnc_parallel_for(t->src.outer * t->nidx, t->src.inner >= 1024 ? 1 : 1024 / (t->src.inner + 1) + 1, gather_rows, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_index_select(vnc_stream *s, const char *op, const vnc_rows *src, const void *index, int32_t index_dtype,
+                            int64_t index_stride, int64_t nidx, const vnc_rows *out) {
+  if (index_dtype != VNC_INT64 && index_dtype != VNC_INT32)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: index must be int64 or int32, got %s", op, vnc_dtype_name(index_dtype));
+  if (src->outer * nidx * src->inner == 0) return VNC_OK;
+  rows_task t = {.src = *src, .dst = *out, .index = index, .index_dtype = index_dtype, .index_stride = index_stride,
+                 .nidx = nidx, .skip = INT64_MIN};
+  return vnc_launch(s, op, gather_run, &t, sizeof t, NULL);
+}
+
+static void add_cols(void *ctx, int64_t c0, int64_t c1) { /* columns [c0, c1) of every row, j in order */
+  const rows_task *t = ctx;
+  const int64_t n = c1 - c0;
+  float *acc_row = malloc(sizeof(float) * (size_t)n), *src_row = malloc(sizeof(float) * (size_t)n);
+  vnc_loop_fn load_dst = vnc_copy_loop(VNC_FLOAT32, t->dst.dtype), load_src = vnc_copy_loop(VNC_FLOAT32, t->src.dtype);
+  vnc_loop_fn store_dst = vnc_copy_loop(t->dst.dtype, VNC_FLOAT32);
+  const int64_t des = (int64_t)vnc_dtype_size(t->dst.dtype), ses = (int64_t)vnc_dtype_size(t->src.dtype);
+  for (int64_t o = 0; o < t->dst.outer; o++)
+    for (int64_t j = 0; j < t->nidx; j++) {
+      int64_t r = index_at(t, j);
+      if (r == t->skip) continue;
+      float scale = 1.0f;
+      if (t->by_freq) {
+        int64_t cnt = 0;
+        for (int64_t k = 0; k < t->nidx; k++) cnt += index_at(t, k) == r;
+        scale = 1.0f / (float)cnt;
+      }
+      char *d = row_ptr(&t->dst, o, r, c0), *sr = row_ptr(&t->src, o, j, c0);
+      const int64_t dst_st[2] = {4, t->dst.inner_stride * des}, src_st[2] = {4, t->src.inner_stride * ses};
+      load_dst(NULL, (char *[]){(char *)acc_row, d}, dst_st, n, 0);
+      load_src(NULL, (char *[]){(char *)src_row, sr}, src_st, n, 0);
+      for (int64_t i = 0; i < n; i++) acc_row[i] += src_row[i] * scale;
+      const int64_t back[2] = {t->dst.inner_stride * des, 4};
+      store_dst(NULL, (char *[]){d, (char *)acc_row}, back, n, 0);
+    }
+  free(acc_row);
+  free(src_row);
+}
+
+static void zero_rows(void *ctx, int64_t u0, int64_t u1) {
+  const rows_task *t = ctx;
+  const int64_t es = (int64_t)vnc_dtype_size(t->dst.dtype);
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t o = u / t->dst.n, j = u % t->dst.n;
+    for (int64_t i = 0; i < t->dst.inner; i++) memset(row_ptr(&t->dst, o, j, i), 0, (size_t)es);
+  }
+}
+
+static vnc_status add_run(void *p) {
+  rows_task *t = p;
+  vnc_status st = check_indices(t, t->dst.n);
+  if (st != VNC_OK) return st;
+  if (t->zero_first) vnc_parallel_for(t->dst.outer * t->dst.n, 64, zero_rows, t);
+  vnc_parallel_for(t->dst.inner, 512, add_cols, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_index_add_rows(vnc_stream *s, const char *op, const vnc_rows *dst, const void *index, int32_t index_dtype,
+                              int64_t nidx, const vnc_rows *src, int64_t skip_index, int by_freq, int zero_first) {
+  if (index_dtype != VNC_INT64 && index_dtype != VNC_INT32)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: index must be int64 or int32, got %s", op, vnc_dtype_name(index_dtype));
+  rows_task t = {.src = *src, .dst = *dst, .index = index, .index_dtype = index_dtype, .index_stride = 1,
+                 .nidx = nidx, .skip = skip_index, .by_freq = by_freq, .zero_first = zero_first};
+  return vnc_launch(s, op, add_run, &t, sizeof t, NULL);
+}
+
+/* ---------------------------------------------------------------- index fills */
+
+typedef struct fill_index_task {
+  vnc_iter it;
+  int kind; /* 0 arange, 1 tril, 2 triu */
+  double start, step;
+  int64_t istart, istep, diag, rows, cols;
+} fill_index_task;
+
+static void fill_index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {
+  const fill_index_task *t = ctx;
+  const int32_t dt = t->it.dtypes[0];
+  for (int64_t k = 0; k < n; k++) {
+    char *p = data[0] + k * st[0];
+    int64_t lin = index + k;
+    if (t->kind == 0) {
+      if (vnc_dtype_is_floating(dt)) vnc_store_f64[dt](p, t->start + t->step * (double)lin);
+      else vnc_store_i64[dt](p, t->istart + t->istep * lin);
+    } else {
+      int64_t c = lin % t->cols, r = (lin / t->cols) % t->rows;
+      int keep = t->kind == 1 ? c - r <= t->diag : c - r >= t->diag;
+      if (keep) memmove(p, data[1] + k * st[1], vnc_dtype_size(dt));
+      else memset(p, 0, vnc_dtype_size(dt));
+    }
+  }
+}
+
+static vnc_status fill_index_run(void *p) {
+  fill_index_task *t = p;
+  vnc_iter_for_each(&t->it, fill_index_loop, t, VNC_ITER_GRAIN);
+  return VNC_OK;
+}
+
+vnc_status vnc_arange(vnc_stream *s, const char *op, const vnc_tensor *t, double start, double step, int64_t istart,
+                      int64_t istep) {
+  fill_index_task k = {.kind = 0, .start = start, .step = step, .istart = istart, .istep = istep};
+  const vnc_tensor *ops[1] = {t};
+  vnc_status st = vnc_iter_init(&k.it, 1, ops, VNC_ITER_KEEP_ORDER);
+  if (st != VNC_OK || k.it.numel == 0) return st;
+  return vnc_launch(s, op, fill_index_run, &k, sizeof k, NULL);
+}
+
+vnc_status vnc_tri(vnc_stream *s, const char *op, const vnc_tensor *src, const vnc_tensor *out, int upper, int64_t diag) {
+  if (out->ndim < 2 || out->dtype != src->dtype)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: expected matrices of one dtype", op);
+  fill_index_task k = {.kind = upper ? 2 : 1, .diag = diag, .rows = out->sizes[out->ndim - 2], .cols = out->sizes[out->ndim - 1]};
+  const vnc_tensor *ops[2] = {out, src};
+  vnc_status st = vnc_iter_init(&k.it, 2, ops, VNC_ITER_KEEP_ORDER);
+  if (st != VNC_OK || k.it.numel == 0) return st;
+  return vnc_launch(s, op, fill_index_run, &k, sizeof k, NULL);
+}
