@@ -30,6 +30,8 @@
 #include <ATen/ops/le_meta.h>
 #include <ATen/ops/leaky_relu_backward_meta.h>
 #include <ATen/ops/leaky_relu_meta.h>
+#include <ATen/ops/isneginf_meta.h>
+#include <ATen/ops/isposinf_meta.h>
 #include <ATen/ops/lerp_meta.h>
 #include <ATen/ops/lt_meta.h>
 #include <ATen/ops/maximum_meta.h>
@@ -343,6 +345,14 @@ struct ClampMax {
   }
 };
 
+template <vnc_ew_op OP>
+struct InputTyped {  // bool-valued tests of the input: compute in the input's own dtype
+  template <class M>
+  static void run(M& op, const at::Tensor& self, const at::Tensor&) {
+    launch_ew(op, OP, no_params(), aten_name(OP), {}, self.scalar_type());
+  }
+};
+
 struct LerpScalar {
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& w, const at::Tensor&) {
@@ -569,6 +579,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
        const std::optional<at::Scalar>&)
   REG3("clamp_min", "clamp_min_", "clamp_min.out", structured_clamp_min, ClampMin, S)
   REG3("clamp_max", "clamp_max_", "clamp_max.out", structured_clamp_max, ClampMax, S)
+  REG2("isneginf", "isneginf.out", structured_isneginf, InputTyped<VNC_EW_isneginf>)
+  REG2("isposinf", "isposinf.out", structured_isposinf, InputTyped<VNC_EW_isposinf>)
   REG3("lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", structured_lerp_Scalar, LerpScalar, T, S)
   REG3("lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out", structured_lerp_Tensor, Plain<VNC_EW_lerp>, T, T)
   REG3("addcmul", "addcmul_", "addcmul.out", structured_addcmul, OneScalar<VNC_EW_addcmul>, T, T, S)

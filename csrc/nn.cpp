@@ -8,6 +8,7 @@
 #include <ATen/ops/_log_softmax_meta.h>
 #include <ATen/ops/_softmax_backward_data_meta.h>
 #include <ATen/ops/_softmax_meta.h>
+#include <ATen/ops/cat_meta.h>
 #include <ATen/ops/nll_loss_backward_meta.h>
 #include <ATen/ops/nll_loss_forward_meta.h>
 #include <ATen/ops/tril_meta.h>
@@ -298,6 +299,34 @@ struct Tri {
   }
 };
 
+// cat: ATen's meta sizes the output (and checks shapes, dtypes, devices); each input is
+// then one stream-ordered copy into its slice of the output.
+void cat_into(const at::ITensorListRef& tensors, int64_t dim, const at::Tensor& out) {
+  record_native("aten::cat");
+  int64_t offset = 0;
+  for (const at::Tensor& t : tensors) {
+    if (t.dim() == 1 && t.size(0) == 0 && out.dim() != 1) continue;  // legacy empty inputs
+    int64_t n = t.size(dim);
+    if (n) out.narrow(dim, offset, n).copy_(t);
+    offset += n;
+  }
+}
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  Structured<at::meta::structured_cat> op(Mode::Out, {out});
+  auto pre = op.meta(tensors, dim);
+  cat_into(tensors, pre.dim, op.maybe_get_output(0));
+  op.finish();
+  return out;
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  Structured<at::meta::structured_cat> op(Mode::Functional);
+  auto pre = op.meta(tensors, dim);
+  cat_into(tensors, pre.dim, op.maybe_get_output(0));
+  return std::move(op.outs[0]);
+}
+
 }  // namespace
 
 using T = const at::Tensor&;
@@ -325,6 +354,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
   m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("cat", TORCH_FN(cat));
+  m.impl("cat.out", TORCH_FN(cat_out));
   m.impl("tril", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::functional<Tri<false>>)));
   m.impl("tril_", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::inplace<Tri<false>>)));
   m.impl("tril.out", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::out<Tri<false>>)));

@@ -98,7 +98,9 @@ def _run(op, sample):
 def _on_neuron(sample):
     """The sample with its tensors (same storage layout) and any device argument on neuron."""
     moved = sample.transform(lambda t: _to(t, "neuron"))
-    if "device" in moved.kwargs or not isinstance(sample.input, torch.Tensor):  # factories
+    has_tensor = isinstance(sample.input, torch.Tensor) or (
+        isinstance(sample.input, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in sample.input))
+    if "device" in moved.kwargs or not has_tensor:  # factories
         moved.kwargs["device"] = "neuron"
     return moved
 

@@ -67,6 +67,8 @@ typedef struct vnc_ew_na {
   X(bitwise_xor, 2, S, VNC_NA, (T)(a ^ b), a != b, VNC_NA) \
   X(bitwise_not, 1, S, VNC_NA, (T)(~a), !a, VNC_NA) \
   X(isnan, 1, B, isnan(a), 0, 0, VNC_NA) \
+  X(isneginf, 1, B, isinf(a) && a < 0.0f, 0, 0, VNC_NA) \
+  X(isposinf, 1, B, isinf(a) && a > 0.0f, 0, 0, VNC_NA) \
   /* unary math */ \
   X(neg, 1, S, -a, (T)(-a), VNC_NA, -a) \
   X(abs, 1, S, fabsf(a), VNC_I_ABS(T, a), a, VNC_NA) \
