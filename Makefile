@@ -54,6 +54,7 @@ demo: .stamp-build
 
 bench: .stamp-build
 	$(PY) bench/bench_device.py
+	$(PY) bench/bench_kernels.py
 
 clean:
 	rm -rf build .stamp-build $(VENV)/.stamp-deps

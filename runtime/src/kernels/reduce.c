@@ -46,12 +46,26 @@ static int64_t outer_offset(const red_task *t, int k, int64_t o) {
   return off;
 }
 
-/* Loads input elements r0..r0+n-1 (reduced index order) of output o as float or int64. */
-static void load_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf) {
+/* Input elements r0..r0+n-1 (reduced index order) of output o as float or int64: a
+ * pointer into the input when they are already dense in the accumulation type, else
+ * converted into buf. */
+static const void *load_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf) {
   const int in = t->it.nops - 1;
   const char *base = t->it.data[in] + outer_offset(t, in, o);
   const int32_t acc_dt = t->acc == ACC_F ? VNC_FLOAT32 : VNC_INT64;
   const int64_t acc_sz = t->acc == ACC_F ? 4 : 8;
+  if (t->nred > 0 && t->it.dtypes[in] == acc_dt && t->it.strides[in][t->red_dims[0]] == acc_sz) {
+    int d0 = t->red_dims[0];
+    if (r0 % t->it.shape[d0] + n <= t->it.shape[d0]) { /* one dense run */
+      int64_t rem = r0, off = 0;
+      for (int j = 0; j < t->nred; j++) {
+        int d = t->red_dims[j];
+        off += (rem % t->it.shape[d]) * t->it.strides[in][d];
+        rem /= t->it.shape[d];
+      }
+      return base + off;
+    }
+  }
   vnc_loop_fn conv = vnc_copy_loop(acc_dt, t->it.dtypes[in]);
   int64_t done = 0;
   while (done < n) {
@@ -69,6 +83,7 @@ static void load_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *
     conv(NULL, ptrs, strides, run, 0);
     done += run;
   }
+  return buf;
 }
 
 /* Combines partials pairwise: ((p0 + p1) + (p2 + p3)) + ... */
@@ -85,9 +100,17 @@ static float lanes_sum_f(const float *x, int64_t n, int kind, float shift, float
   for (int64_t r0 = 0; r0 < n; r0 += RUN) {
     int64_t m = n - r0 < RUN ? n - r0 : RUN;
     float l[8] = {0};
-    for (int64_t i = 0; i < m; i++) {
-      float v = x[r0 + i] - shift;
-      l[i & 7] += kind == 1 ? v * v : kind == 2 ? powf(fabsf(v), pw) : kind == 3 ? fabsf(v) : v;
+    if (kind == 0 && shift == 0.0f) { /* same lanes, written so the compiler vectorises */
+      const float *xr = x + r0;
+      int64_t i = 0;
+      for (; i + 8 <= m; i += 8)
+        for (int k = 0; k < 8; k++) l[k] += xr[i + k];
+      for (; i < m; i++) l[i & 7] += xr[i];
+    } else {
+      for (int64_t i = 0; i < m; i++) {
+        float v = x[r0 + i] - shift;
+        l[i & 7] += kind == 1 ? v * v : kind == 2 ? powf(fabsf(v), pw) : kind == 3 ? fabsf(v) : v;
+      }
     }
     runs[nr++] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
   }
@@ -121,9 +144,9 @@ static partial reduce_range(const red_task *t, int64_t o, int64_t r0, int64_t r1
   if (op == VNC_RED_ALL) iv = 1;
   for (int64_t b = r0; b < r1; b += VNC_REDUCE_BLOCK) {
     int64_t n = r1 - b < VNC_REDUCE_BLOCK ? r1 - b : VNC_REDUCE_BLOCK;
-    load_run(t, o, b, n, &buf);
+    const void *data = load_run(t, o, b, n, &buf);
     if (t->acc == ACC_F) {
-      const float *x = buf.f;
+      const float *x = data;
       switch (op) {
         case VNC_RED_SUM: case VNC_RED_MEAN: blocks[nb++] = lanes_sum_f(x, n, 0, 0.0f, 0.0f); break;
         case VNC_RED_VAR: {
@@ -166,7 +189,7 @@ static partial reduce_range(const red_task *t, int64_t o, int64_t r0, int64_t r1
         }
       }
     } else {
-      const int64_t *x = buf.i;
+      const int64_t *x = data;
       switch (op) {
         case VNC_RED_SUM: case VNC_RED_MEAN: for (int64_t i = 0; i < n; i++) iv += x[i]; break;
         case VNC_RED_PROD: for (int64_t i = 0; i < n; i++) iv *= x[i]; break;
@@ -223,6 +246,92 @@ static partial combine(const red_task *t, partial *ps, int64_t n) {
   return r;
 }
 
+/* ---- tiled path: TILE consecutive outputs along the innermost dim at once ------------
+ * For sums whose innermost iterator dim is an output dim (column sums), one pass over the
+ * input rows serves TILE outputs. Each output still follows the canonical schedule exactly
+ * (runs of RUN in 8 lanes, runs/blocks pairwise), so results equal the per-output path. */
+#define TILE 64
+
+static int tiled(const red_task *t) {
+  const int in = t->it.nops - 1;
+  return t->acc == ACC_F && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR) &&
+         t->nouter > 0 && t->nred > 0 &&
+         llabs(t->it.strides[in][t->outer_dims[0]]) < llabs(t->it.strides[in][t->red_dims[0]]);
+}
+
+static int64_t red_offset(const red_task *t, int k, int64_t r) {
+  int64_t off = 0;
+  for (int j = 0; j < t->nred; j++) {
+    int d = t->red_dims[j];
+    off += (r % t->it.shape[d]) * t->it.strides[k][d];
+    r /= t->it.shape[d];
+  }
+  return off;
+}
+
+static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, partial *out) {
+  const int in = t->it.nops - 1;
+  const char *base = t->it.data[in] + outer_offset(t, in, o0);
+  const int64_t st0 = t->it.strides[in][t->outer_dims[0]];
+  vnc_loop_fn conv = vnc_copy_loop(VNC_FLOAT32, t->it.dtypes[in]);
+  const int direct = t->it.dtypes[in] == VNC_FLOAT32 && st0 == 4;
+  float shift[TILE];
+  for (int64_t j = 0; j < nt; j++) shift[j] = t->means ? t->means[o0 + j] : 0.0f;
+  const int square = t->means != NULL;
+  float blocks[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK + 1][TILE];
+  float runs[VNC_REDUCE_BLOCK / RUN + 1][TILE];
+  float lanes[8][TILE], row[TILE], tmp[64];
+  int64_t nb = 0;
+  for (int64_t b = r0; b < r1; b += VNC_REDUCE_BLOCK) {
+    int64_t bend = r1 - b < VNC_REDUCE_BLOCK ? r1 : b + VNC_REDUCE_BLOCK, nr = 0;
+    for (int64_t q = b; q < bend; q += RUN) {
+      int64_t qend = bend - q < RUN ? bend : q + RUN;
+      memset(lanes, 0, sizeof lanes);
+      for (int64_t r = q; r < qend; r++) {
+        const char *p = base + red_offset(t, in, r);
+        const float *x = (const float *)p;
+        if (!direct) {
+          char *ptrs[2] = {(char *)row, (char *)p};
+          const int64_t strides[2] = {4, st0};
+          conv(NULL, ptrs, strides, nt, 0);
+          x = row;
+        }
+        float *l = lanes[(r - q) & 7];
+        if (square) for (int64_t j = 0; j < nt; j++) { float v = x[j] - shift[j]; l[j] += v * v; }
+        else for (int64_t j = 0; j < nt; j++) l[j] += x[j];
+      }
+      for (int64_t j = 0; j < nt; j++)
+        runs[nr][j] = ((lanes[0][j] + lanes[1][j]) + (lanes[2][j] + lanes[3][j])) +
+                      ((lanes[4][j] + lanes[5][j]) + (lanes[6][j] + lanes[7][j]));
+      nr++;
+    }
+    for (int64_t j = 0; j < nt; j++) {
+      for (int64_t k = 0; k < nr; k++) tmp[k] = runs[k][j];
+      blocks[nb][j] = pairwise_f(tmp, nr);
+    }
+    nb++;
+  }
+  for (int64_t j = 0; j < nt; j++) {
+    float v[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK + 1];
+    for (int64_t k = 0; k < nb; k++) v[k] = blocks[k][j];
+    partial p = {pairwise_f(v, nb), 0, -1, r1 - r0};
+    out[j] = p;
+  }
+}
+
+static void tile_body(void *ctx, int64_t u0, int64_t u1) {
+  red_task *t = ctx;
+  const int64_t s0 = t->it.shape[t->outer_dims[0]], tiles = (s0 + TILE - 1) / TILE;
+  partial ps[TILE];
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t c = u % t->nchunks, tile = (u / t->nchunks) % tiles, row = u / t->nchunks / tiles;
+    int64_t o0 = row * s0 + tile * TILE, nt = s0 - tile * TILE < TILE ? s0 - tile * TILE : TILE;
+    int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
+    reduce_tile(t, o0, nt, r0, r1, ps);
+    for (int64_t j = 0; j < nt; j++) t->parts[(o0 + j) * t->nchunks + c] = ps[j];
+  }
+}
+
 static void unit_body(void *ctx, int64_t u0, int64_t u1) {
   red_task *t = ctx;
   for (int64_t u = u0; u < u1; u++) {
@@ -262,7 +371,12 @@ static void store_outputs(red_task *t, int64_t o, partial p) {
 }
 
 static void run_pass(red_task *t) {
-  vnc_parallel_for(t->O * t->nchunks, 1, unit_body, t);
+  if (tiled(t)) {
+    int64_t s0 = t->it.shape[t->outer_dims[0]], tiles = (s0 + TILE - 1) / TILE;
+    vnc_parallel_for((t->O / s0) * tiles * t->nchunks, 1, tile_body, t);
+  } else {
+    vnc_parallel_for(t->O * t->nchunks, 1, unit_body, t);
+  }
 }
 
 static vnc_status red_run(void *p) {
@@ -326,6 +440,15 @@ vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, cons
     }
   }
   if (it->numel == 0 && t.R != 0) t.O = 0;
+  /* Outputs are numbered with the outer dim of smallest input stride first (tiles run along it). */
+  for (int j = 1; j < t.nouter; j++) {
+    int in = it->nops - 1;
+    if (llabs(it->strides[in][t.outer_dims[j]]) < llabs(it->strides[in][t.outer_dims[0]])) {
+      int tmp = t.outer_dims[0];
+      t.outer_dims[0] = t.outer_dims[j];
+      t.outer_dims[j] = tmp;
+    }
+  }
   if (t.R == 0 && (wants_max(op) || op == VNC_RED_AMIN || op == VNC_RED_MIN_INDEX || op == VNC_RED_ARGMIN))
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot reduce over zero elements", op_name);
   if (t.O == 0) return VNC_OK;
