@@ -145,11 +145,12 @@ void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& 
   uint32_t mask = 0;
   bool f64 = false;
   for (int k = 0; k < nt; k++) {
-    f64 |= iter.dtype(k) == at::kDouble || iter.dtype(k) == at::kComplexDouble;
-    if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) {
+    if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) {  // Python numbers are not float64 tensors
       mask |= 1u << k;
       it.dtypes[k] = put_scalar(iter, k, compute, scalars[k]);
+      continue;
     }
+    f64 |= iter.dtype(k) == at::kDouble || iter.dtype(k) == at::kComplexDouble;
   }
   int k = nt;
   for (double v : extra_scalars) {

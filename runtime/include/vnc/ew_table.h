@@ -73,7 +73,7 @@ typedef struct vnc_ew_na {
   X(neg, 1, S, -a, (T)(-a), VNC_NA, -a) \
   X(abs, 1, S, fabsf(a), VNC_I_ABS(T, a), a, VNC_NA) \
   X(sign, 1, S, vnc_f_sign(a), (T)VNC_I_SIGN(a), a, VNC_NA) \
-  X(exp, 1, S, expf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(exp, 1, S, vnc_expf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(exp2, 1, S, exp2f(a), VNC_NA, VNC_NA, VNC_NA) \
   X(expm1, 1, S, expm1f(a), VNC_NA, VNC_NA, VNC_NA) \
   X(log, 1, S, logf(a), VNC_NA, VNC_NA, VNC_NA) \
@@ -95,7 +95,7 @@ typedef struct vnc_ew_na {
   X(asinh, 1, S, asinhf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(acosh, 1, S, acoshf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(atanh, 1, S, atanhf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(erf, 1, S, erff(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(erf, 1, S, vnc_erff(a), VNC_NA, VNC_NA, VNC_NA) \
   X(erfc, 1, S, erfcf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(sigmoid, 1, S, vnc_f_sigmoid(a), VNC_NA, VNC_NA, VNC_NA) \
   X(ceil, 1, S, ceilf(a), a, VNC_NA, VNC_NA) \

@@ -57,8 +57,16 @@ static int class_of(int32_t dtype) {
 #define EW_RES_S(T) T
 #define EW_RES_B(T) _Bool
 
+/* Runtime CPU dispatch: GCC builds each loop for AVX-512, AVX2 and baseline x86-64 and
+ * picks one at load time (ifunc), so one binary runs on any x86-64. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(VNC_NO_CLONES)
+#define EW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define EW_CLONES
+#endif
+
 #define EW_DEF_KERNEL(CLS, TT, DT, COL, name, nin, res, F, I, B, C)                      \
-  static void ew_##name##_##CLS(int64_t n, char *out, char *const *in, const vnc_ew_params *P) { \
+  EW_CLONES static void ew_##name##_##CLS(int64_t n, char *out, char *const *in, const vnc_ew_params *P) { \
     typedef TT T;                                                                         \
     typedef EW_RES_##res(TT) R;                                                           \
     R *o = (R *)out;                                                                      \
