@@ -52,6 +52,10 @@ std::vector<std::string> fallback_op_list();
 int64_t fallback_op_total();
 void clear_op_tracking();
 
+// Runs the ATen op `name`.`overload` through the visible CPU fallback on a boxed stack of
+// arguments (results replace them): for configurations a native kernel does not cover.
+void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::IValue>& stack);
+
 // Emits a UserWarning whose text is exactly `msg`. The Python module installs a handler
 // that raises it as a Python warning (filters apply; no C++ source location appended);
 // without one it goes through TORCH_WARN.

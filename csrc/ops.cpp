@@ -613,6 +613,11 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::IValue>& stack) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  neuron_fallback(op, &stack);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));

@@ -64,6 +64,18 @@ def test_gpt_training_is_native_and_matches_cpu():
     assert all(torch.isfinite(torch.tensor(losses)))
 
 
+def test_cnn_training_is_native_and_matches_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, stride=2, groups=2), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    g = torch.Generator().manual_seed(4)
+    batch = (torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g))
+    losses = check_against_cpu(model, lambda i: batch)
+    assert losses[-1] < losses[0]
+
+
 def test_cross_entropy_options_match_cpu():
     torch.manual_seed(3)
     logits = torch.randn(10, 7, requires_grad=True)

@@ -13,4 +13,5 @@
 #include "reduce.h"
 #include "gemm.h"
 #include "nn.h"
+#include "conv.h"
 #endif

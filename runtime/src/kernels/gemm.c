@@ -140,3 +140,10 @@ vnc_status vnc_gemm(vnc_stream *s, const char *op, int64_t batch, int64_t M, int
   gemm_task t = {batch, M, N, K, alpha, beta, *A, *B, *C};
   return vnc_launch(s, op, gemm_run, &t, sizeof t, NULL);
 }
+
+void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  pthread_once(&blas_once, blas_init);
+  scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                    (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+}

@@ -10,4 +10,8 @@ vnc_loop_fn vnc_copy_loop(int32_t dst, int32_t src);
 /* The canonical float sum of n contiguous floats (schedule of vnc/reduce.h). */
 float vnc_canonical_sum(const float *x, int64_t n);
 
+/* Row-major float32 GEMM through BLAS: C = alpha * op(A) @ op(B) + beta * C. */
+void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+               const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 #endif

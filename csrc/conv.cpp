@@ -1,0 +1,286 @@
+// Convolution, batch norm and pooling on the neuron key (runtime: vnc/conv.h). 1-D and 2-D
+// non-transposed convolutions are native; other configurations go through the visible CPU
+// fallback of aten::convolution.
+#include "neuron.h"
+#include "structured.h"
+
+#include <ATen/ops/max_pool2d_with_indices_backward_meta.h>
+#include <ATen/ops/max_pool2d_with_indices_meta.h>
+#include <torch/library.h>
+
+namespace torch_neuronx {
+namespace {
+
+void* ptr(const at::Tensor& t) {
+  return t.defined() && t.numel() ? static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * t.itemsize()
+                                  : nullptr;
+}
+int32_t dt(const at::Tensor& t) { return static_cast<int32_t>(t.scalar_type()); }
+vnc_stream* stream_of(const at::Tensor& t) { return current_vnc_stream(t.device().index()); }
+
+bool conv_native(const at::Tensor& input, bool transposed) {
+  return !transposed && (input.dim() == 3 || input.dim() == 4) && at::isFloatingType(input.scalar_type());
+}
+
+// The geometry of a 1-D (height 1) or 2-D convolution.
+vnc_conv2d conv_params(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const bool one_d = input.dim() == 3;
+  auto at2 = [&](at::IntArrayRef v, int64_t i) { return one_d ? (i == 0 ? 1 : v[0]) : v[v.size() == 1 ? 0 : i]; };
+  vnc_conv2d p{};
+  p.N = input.size(0);
+  p.C = input.size(1);
+  p.H = one_d ? 1 : input.size(2);
+  p.W = input.size(input.dim() - 1);
+  p.O = weight.size(0);
+  p.KH = one_d ? 1 : weight.size(2);
+  p.KW = weight.size(weight.dim() - 1);
+  p.sh = at2(stride, 0);
+  p.sw = at2(stride, 1);
+  p.ph = one_d ? 0 : at2(padding, 0);
+  p.pw = at2(padding, 1);
+  p.dh = at2(dilation, 0);
+  p.dw = at2(dilation, 1);
+  p.groups = groups;
+  p.OH = (p.H + 2 * p.ph - p.dh * (p.KH - 1) - 1) / p.sh + 1;
+  p.OW = (p.W + 2 * p.pw - p.dw * (p.KW - 1) - 1) / p.sw + 1;
+  p.dtype = dt(input);
+  return p;
+}
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                       at::IntArrayRef output_padding, int64_t groups) {
+  if (!conv_native(input, transposed)) {
+    std::vector<c10::IValue> stack{input, weight, bias, stride, padding, dilation, transposed, output_padding, groups};
+    run_cpu_fallback("aten::convolution", "", stack);
+    return stack.back().toTensor();
+  }
+  record_native("aten::convolution_overrideable");
+  if (input.scalar_type() == at::kDouble) warn_float64("aten::convolution_overrideable");
+  vnc_conv2d p = conv_params(input, weight, stride, padding, dilation, groups);
+  TORCH_CHECK(p.OH > 0 && p.OW > 0, "convolution: calculated output size is too small for input of size ", input.sizes());
+  at::Tensor x = input.contiguous(), w = weight.contiguous();
+  at::Tensor b = bias && bias->defined() ? bias->contiguous() : at::Tensor();
+  std::vector<int64_t> shape = {p.N, p.O};
+  if (input.dim() == 4) shape.push_back(p.OH);
+  shape.push_back(p.OW);
+  at::Tensor out = at::empty(shape, x.options());
+  c10::DeviceGuard g(input.device());
+  check(vnc_conv2d_forward(stream_of(x), "aten::convolution_overrideable", &p, ptr(x), ptr(w), b.defined() ? ptr(b) : nullptr,
+                           ptr(out)));
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> mask) {
+  if (!conv_native(input, transposed)) {
+    c10::List<bool> output_mask({mask[0], mask[1], mask[2]});
+    std::vector<c10::IValue> stack;
+    for (c10::IValue v : {c10::IValue(grad_output), c10::IValue(input), c10::IValue(weight),
+                          c10::IValue(std::vector<int64_t>{weight.size(0)}), c10::IValue(stride), c10::IValue(padding),
+                          c10::IValue(dilation), c10::IValue(transposed), c10::IValue(output_padding), c10::IValue(groups),
+                          c10::IValue(output_mask)})
+      stack.push_back(std::move(v));
+    run_cpu_fallback("aten::convolution_backward", "", stack);
+    return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+  }
+  record_native("aten::convolution_backward_overrideable");
+  vnc_conv2d p = conv_params(input, weight, stride, padding, dilation, groups);
+  at::Tensor go = grad_output.contiguous(), x = input.contiguous(), w = weight.contiguous();
+  at::Tensor gi = mask[0] ? at::empty(input.sizes(), x.options()) : at::Tensor();
+  at::Tensor gw = mask[1] ? at::empty(weight.sizes(), w.options()) : at::Tensor();
+  at::Tensor gb = mask[2] ? at::empty({weight.size(0)}, w.options()) : at::Tensor();
+  c10::DeviceGuard g(input.device());
+  check(vnc_conv2d_backward(stream_of(x), "aten::convolution_backward_overrideable", &p, ptr(go), ptr(x), ptr(w),
+                            gi.defined() ? ptr(gi) : nullptr, gw.defined() ? ptr(gw) : nullptr, gb.defined() ? ptr(gb) : nullptr));
+  return {gi, gw, gb};
+}
+
+// ---------------------------------------------------------------- batch norm
+
+int32_t param_dtype(const at::Tensor& input, std::initializer_list<const std::optional<at::Tensor>*> params) {
+  for (auto* p : params)
+    if (*p && (*p)->defined()) return dt(**p);
+  return dt(input);
+}
+
+void* opt_ptr(const std::optional<at::Tensor>& t) { return t && t->defined() ? ptr(*t) : nullptr; }
+
+void check_param(const std::optional<at::Tensor>& t, int32_t pdt, int64_t C, const char* what) {
+  if (!t || !t->defined()) return;
+  TORCH_CHECK(t->numel() == C && t->is_contiguous(), "batch_norm: ", what, " must be a contiguous tensor of ", C,
+              " elements, got ", t->sizes());
+  TORCH_CHECK(dt(*t) == pdt, "batch_norm: ", what, " has dtype ", t->scalar_type(), " unlike the other parameters");
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                                         const std::optional<at::Tensor>& bias,
+                                                         const std::optional<at::Tensor>& running_mean,
+                                                         const std::optional<at::Tensor>& running_var, bool training,
+                                                         double momentum, double eps) {
+  record_native("aten::native_batch_norm");
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dims, got ", input.sizes());
+  const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
+  const int32_t pdt = param_dtype(input, {&weight, &bias, &running_mean, &running_var});
+  for (auto [t, name] : {std::pair{&weight, "weight"}, {&bias, "bias"}, {&running_mean, "running_mean"}, {&running_var, "running_var"}})
+    check_param(*t, pdt, C, name);
+  TORCH_CHECK(training || (running_mean && running_mean->defined() && running_var && running_var->defined()),
+              "running_mean and running_var must be defined in evaluation mode");
+  at::Tensor x = input.contiguous();
+  at::Tensor y = at::empty(input.sizes(), x.options());
+  auto popts = x.options().dtype(static_cast<at::ScalarType>(pdt));
+  at::Tensor save_mean = at::empty({training ? C : 0}, popts), save_invstd = at::empty({training ? C : 0}, popts);
+  c10::DeviceGuard g(input.device());
+  check(vnc_batch_norm(stream_of(x), "aten::native_batch_norm", N, C, S, dt(x), ptr(x), opt_ptr(weight), opt_ptr(bias),
+                       opt_ptr(running_mean), opt_ptr(running_var), pdt, training, momentum, eps, ptr(y),
+                       training ? ptr(save_mean) : nullptr, training ? ptr(save_invstd) : nullptr));
+  return {y, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> mask) {
+  record_native("aten::native_batch_norm_backward");
+  const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
+  const int32_t pdt = param_dtype(input, {&weight, &running_mean, &running_var, &save_mean});
+  at::Tensor x = input.contiguous(), dy = grad_out.contiguous();
+  auto popts = x.options().dtype(static_cast<at::ScalarType>(pdt));
+  at::Tensor dx = mask[0] ? at::empty(input.sizes(), x.options()) : at::Tensor();
+  at::Tensor dw = mask[1] ? at::empty({C}, popts) : at::Tensor();
+  at::Tensor db = mask[2] ? at::empty({C}, popts) : at::Tensor();
+  c10::DeviceGuard g(input.device());
+  check(vnc_batch_norm_backward(stream_of(x), "aten::native_batch_norm_backward", N, C, S, dt(x), ptr(dy), ptr(x),
+                                opt_ptr(weight), opt_ptr(running_mean), opt_ptr(running_var), opt_ptr(save_mean),
+                                opt_ptr(save_invstd), pdt, train, eps, dx.defined() ? ptr(dx) : nullptr,
+                                dw.defined() ? ptr(dw) : nullptr, db.defined() ? ptr(db) : nullptr));
+  return {dx, dw, db};
+}
+
+// ---------------------------------------------------------------- pooling
+
+vnc_pool2d pool_params(const at::Tensor& x, const at::Tensor& out, at::IntArrayRef k, at::IntArrayRef s,
+                       at::IntArrayRef pad, at::IntArrayRef dil) {
+  auto pick = [](at::IntArrayRef v, size_t i, int64_t dflt) { return v.empty() ? dflt : v[v.size() == 1 ? 0 : i]; };
+  vnc_pool2d p{};
+  const int64_t d = x.dim();
+  p.N = d == 4 ? x.size(0) : 1;
+  p.C = x.size(d - 3);
+  p.H = x.size(d - 2);
+  p.W = x.size(d - 1);
+  p.OH = out.size(out.dim() - 2);
+  p.OW = out.size(out.dim() - 1);
+  p.KH = pick(k, 0, 1);
+  p.KW = pick(k, 1, 1);
+  p.sh = pick(s, 0, p.KH);
+  p.sw = pick(s, 1, p.KW);
+  p.ph = pick(pad, 0, 0);
+  p.pw = pick(pad, 1, 0);
+  p.dh = pick(dil, 0, 1);
+  p.dw = pick(dil, 1, 1);
+  p.dtype = dt(x);
+  return p;
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool2d_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                                                    at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
+                                                    at::Tensor& out, at::Tensor& indices) {
+  Structured<at::meta::structured_max_pool2d_with_indices, 2> op(Mode::Out, {out, indices});
+  op.meta(self, k, s, pad, dil, ceil_mode);
+  record_native("aten::max_pool2d_with_indices");
+  at::Tensor x = self.contiguous();
+  const at::Tensor& o = op.maybe_get_output(0);
+  const at::Tensor& i = op.maybe_get_output(1);
+  at::Tensor oc = o.is_contiguous() ? o : at::empty(o.sizes(), o.options());
+  at::Tensor ic = i.is_contiguous() ? i : at::empty(i.sizes(), i.options());
+  vnc_pool2d p = pool_params(x, oc, k, s, pad, dil);
+  c10::DeviceGuard g(self.device());
+  check(vnc_max_pool2d(stream_of(x), "aten::max_pool2d_with_indices", &p, ptr(x), ptr(oc), static_cast<int64_t*>(ptr(ic))));
+  if (!oc.is_same(o)) o.copy_(oc);
+  if (!ic.is_same(i)) i.copy_(ic);
+  op.finish();
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                                              at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode) {
+  at::Tensor out = at::empty({0}, self.options()), idx = at::empty({0}, self.options().dtype(at::kLong));
+  max_pool2d_out(self, k, s, pad, dil, ceil_mode, out, idx);
+  return {out, idx};
+}
+
+at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                                    at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
+                                    const at::Tensor& indices, at::Tensor& grad_input) {
+  Structured<at::meta::structured_max_pool2d_with_indices_backward> op(Mode::Out, {grad_input});
+  op.meta(grad_output, self, k, s, pad, dil, ceil_mode, indices);
+  record_native("aten::max_pool2d_with_indices_backward");
+  at::Tensor go = grad_output.contiguous(), idx = indices.contiguous();
+  const at::Tensor& gi = op.maybe_get_output(0);
+  at::Tensor gc = gi.is_contiguous() ? gi : at::empty(gi.sizes(), gi.options());
+  vnc_pool2d p = pool_params(self, go, k, s, pad, dil);
+  c10::DeviceGuard g(self.device());
+  check(vnc_max_pool2d_backward(stream_of(go), "aten::max_pool2d_with_indices_backward", &p, ptr(go),
+                                static_cast<const int64_t*>(ptr(idx)), ptr(gc)));
+  if (!gc.is_same(gi)) gi.copy_(gc);
+  op.finish();
+  return grad_input;
+}
+
+at::Tensor max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                               at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
+                               const at::Tensor& indices) {
+  at::Tensor gi = at::empty({0}, self.options());
+  return max_pool2d_backward_out(grad_output, self, k, s, pad, dil, ceil_mode, indices, gi);
+}
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef size_sym) {
+  auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
+  TORCH_CHECK(size.size() == 2, "adaptive_avg_pool2d: output_size must be 2");
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got ", self.sizes());
+  for (int64_t d = 1; d < self.dim(); d++)
+    TORCH_CHECK(self.size(d) > 0, "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions");
+  record_native("aten::_adaptive_avg_pool2d");
+  at::Tensor x = self.contiguous();
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 2);
+  shape.push_back(size[0]);
+  shape.push_back(size[1]);
+  at::Tensor out = at::empty(shape, x.options());
+  const int64_t planes = self.numel() / (self.size(-1) * self.size(-2));
+  c10::DeviceGuard g(self.device());
+  check(vnc_adaptive_avg_pool2d(stream_of(x), "aten::_adaptive_avg_pool2d", planes, self.size(-2), self.size(-1), size[0],
+                                size[1], dt(x), ptr(x), ptr(out)));
+  return out;
+}
+
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  record_native("aten::_adaptive_avg_pool2d_backward");
+  at::Tensor go = grad_output.contiguous();
+  at::Tensor gi = at::empty(self.sizes(), self.options());
+  const int64_t planes = self.numel() / std::max<int64_t>(self.size(-1) * self.size(-2), 1);
+  c10::DeviceGuard g(self.device());
+  check(vnc_adaptive_avg_pool2d_backward(stream_of(go), "aten::_adaptive_avg_pool2d_backward", planes, self.size(-2),
+                                         self.size(-1), go.size(-2), go.size(-1), dt(go), ptr(go), ptr(gi)));
+  return gi;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolution));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward));
+  m.impl("native_batch_norm", TORCH_FN(batch_norm));
+  m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward));
+  m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d));
+  m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_out));
+  m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_backward));
+  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(max_pool2d_backward_out));
+  m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptive_avg_pool2d));
+  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptive_avg_pool2d_backward));
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,67 @@
+/* vnc/conv.h — 2-D convolution (im2col + BLAS GEMM), batch norm, max and adaptive average
+ * pooling. Tensors are contiguous NCHW; floating dtypes compute in float32 (float64 by the
+ * device rule). A 1-D convolution is a 2-D one with height 1.
+ *
+ * Convolution: out[n, g*Og+o, y, x] = bias[o] + sum over (c, i, j) of
+ *   w[g*Og+o, c, i, j] * in[n, g*Cg+c, y*sh - ph + i*dh, x*sw - pw + j*dw]  (zero outside).
+ */
+#ifndef VNC_CONV_H
+#define VNC_CONV_H
+
+#include <stdint.h>
+#include "stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vnc_conv2d {
+  int64_t N, C, H, W;     /* input */
+  int64_t O, KH, KW;      /* weight: O x (C / groups) x KH x KW */
+  int64_t OH, OW;         /* output */
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+  int32_t dtype;
+} vnc_conv2d;
+
+vnc_status vnc_conv2d_forward(vnc_stream *s, const char *op, const vnc_conv2d *p, const void *input,
+                              const void *weight, const void *bias, void *out);
+/* Any of grad_input, grad_weight, grad_bias may be NULL (not wanted). */
+vnc_status vnc_conv2d_backward(vnc_stream *s, const char *op, const vnc_conv2d *p, const void *grad_out,
+                               const void *input, const void *weight, void *grad_input, void *grad_weight,
+                               void *grad_bias);
+
+/* Batch norm over N x C x S (S = spatial size). Training: batch statistics (biased variance
+ * normalises; running stats, if given, move by momentum with the unbiased variance) are
+ * written to save_mean/save_invstd (C floats). Eval: running stats normalise. weight, bias,
+ * running_mean, running_var may be NULL. Parameters and stats have `param_dtype`. */
+vnc_status vnc_batch_norm(vnc_stream *s, const char *op, int64_t N, int64_t C, int64_t S, int32_t dtype,
+                          const void *x, const void *weight, const void *bias, void *running_mean, void *running_var,
+                          int32_t param_dtype, int training, double momentum, double eps, void *y,
+                          void *save_mean, void *save_invstd);
+/* Gradients; training uses save_mean/save_invstd, eval running stats. NULL outputs are skipped. */
+vnc_status vnc_batch_norm_backward(vnc_stream *s, const char *op, int64_t N, int64_t C, int64_t S, int32_t dtype,
+                                   const void *dy, const void *x, const void *weight, const void *running_mean,
+                                   const void *running_var, const void *save_mean, const void *save_invstd,
+                                   int32_t param_dtype, int training, double eps, void *dx, void *dweight,
+                                   void *dbias);
+
+typedef struct vnc_pool2d {
+  int64_t N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+  int32_t dtype;
+} vnc_pool2d;
+
+/* Max pooling with int64 indices (flat h * W + w per plane); NaN wins, first on ties. */
+vnc_status vnc_max_pool2d(vnc_stream *s, const char *op, const vnc_pool2d *p, const void *x, void *out,
+                          int64_t *indices);
+vnc_status vnc_max_pool2d_backward(vnc_stream *s, const char *op, const vnc_pool2d *p, const void *grad_out,
+                                   const int64_t *indices, void *grad_in);
+/* Adaptive average pooling of (N*C) planes H x W to OH x OW (PyTorch's start/end bins). */
+vnc_status vnc_adaptive_avg_pool2d(vnc_stream *s, const char *op, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                   int64_t OW, int32_t dtype, const void *x, void *out);
+vnc_status vnc_adaptive_avg_pool2d_backward(vnc_stream *s, const char *op, int64_t planes, int64_t H, int64_t W,
+                                            int64_t OH, int64_t OW, int32_t dtype, const void *grad_out, void *grad_in);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

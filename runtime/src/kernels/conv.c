@@ -1,0 +1,463 @@
+/* Convolution (im2col + BLAS), batch norm, max and adaptive average pooling (vnc/conv.h).
+ * Operands are converted to float32 once per task when they are not float32 already. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "internal.h"
+#include "vnc/conv.h"
+#include "vnc/threadpool.h"
+
+/* float32 copy of n elements of `dtype` at p (or p itself when already float32). */
+static float *as_f32(const void *p, int32_t dtype, int64_t n, float **owned) {
+  *owned = NULL;
+  if (!p) return NULL;
+  if (dtype == VNC_FLOAT32) return (float *)p;
+  float *b = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  char *ptrs[2] = {(char *)b, (char *)p};
+  const int64_t st[2] = {4, (int64_t)vnc_dtype_size(dtype)};
+  vnc_copy_loop(VNC_FLOAT32, dtype)(NULL, ptrs, st, n, 0);
+  *owned = b;
+  return b;
+}
+
+static void store_f32(void *dst, int32_t dtype, const float *src, int64_t n) {
+  if (dtype == VNC_FLOAT32 && dst == (const void *)src) return;
+  char *ptrs[2] = {(char *)dst, (char *)src};
+  const int64_t st[2] = {(int64_t)vnc_dtype_size(dtype), 4};
+  vnc_copy_loop(dtype, VNC_FLOAT32)(NULL, ptrs, st, n, 0);
+}
+
+/* ---------------------------------------------------------------- convolution */
+
+typedef struct conv_task {
+  vnc_conv2d p;
+  const void *in, *w, *b, *go;
+  void *out, *gi, *gw, *gb;
+} conv_task;
+
+static void im2col(const vnc_conv2d *p, const float *in, int64_t Cg, float *col) {
+  const int64_t OHW = p->OH * p->OW;
+  for (int64_t c = 0; c < Cg; c++)
+    for (int64_t i = 0; i < p->KH; i++)
+      for (int64_t j = 0; j < p->KW; j++) {
+        float *row = col + ((c * p->KH + i) * p->KW + j) * OHW;
+        for (int64_t y = 0; y < p->OH; y++) {
+          int64_t iy = y * p->sh - p->ph + i * p->dh;
+          for (int64_t x = 0; x < p->OW; x++) {
+            int64_t ix = x * p->sw - p->pw + j * p->dw;
+            row[y * p->OW + x] = (iy >= 0 && iy < p->H && ix >= 0 && ix < p->W) ? in[(c * p->H + iy) * p->W + ix] : 0.0f;
+          }
+        }
+      }
+}
+
+static void col2im(const vnc_conv2d *p, const float *col, int64_t Cg, float *in) {
+  const int64_t OHW = p->OH * p->OW;
+  for (int64_t c = 0; c < Cg; c++)
+    for (int64_t i = 0; i < p->KH; i++)
+      for (int64_t j = 0; j < p->KW; j++) {
+        const float *row = col + ((c * p->KH + i) * p->KW + j) * OHW;
+        for (int64_t y = 0; y < p->OH; y++) {
+          int64_t iy = y * p->sh - p->ph + i * p->dh;
+          if (iy < 0 || iy >= p->H) continue;
+          for (int64_t x = 0; x < p->OW; x++) {
+            int64_t ix = x * p->sw - p->pw + j * p->dw;
+            if (ix >= 0 && ix < p->W) in[(c * p->H + iy) * p->W + ix] += row[y * p->OW + x];
+          }
+        }
+      }
+}
+
+static vnc_status conv_fwd_run(void *arg) {
+  conv_task *t = arg;
+  const vnc_conv2d *p = &t->p;
+  const int64_t G = p->groups, Cg = p->C / G, Og = p->O / G, OHW = p->OH * p->OW, CKK = Cg * p->KH * p->KW;
+  float *oi, *ow, *ob;
+  const float *in = as_f32(t->in, p->dtype, p->N * p->C * p->H * p->W, &oi);
+  const float *w = as_f32(t->w, p->dtype, p->O * CKK, &ow);
+  const float *b = as_f32(t->b, p->dtype, p->O, &ob);
+  float *out = p->dtype == VNC_FLOAT32 ? t->out : malloc(sizeof(float) * (size_t)(p->N * p->O * OHW));
+  float *col = malloc(sizeof(float) * (size_t)(CKK * OHW > 0 ? CKK * OHW : 1));
+  for (int64_t n = 0; n < p->N; n++)
+    for (int64_t g = 0; g < G; g++) {
+      im2col(p, in + (n * p->C + g * Cg) * p->H * p->W, Cg, col);
+      float *o = out + (n * p->O + g * Og) * OHW;
+      vnc_sgemm(0, 0, Og, OHW, CKK, 1.0f, w + g * Og * CKK, CKK, col, OHW, 0.0f, o, OHW);
+      if (b)
+        for (int64_t k = 0; k < Og; k++)
+          for (int64_t q = 0; q < OHW; q++) o[k * OHW + q] += b[g * Og + k];
+    }
+  if (out != t->out) {
+    store_f32(t->out, p->dtype, out, p->N * p->O * OHW);
+    free(out);
+  }
+  free(col);
+  free(oi);
+  free(ow);
+  free(ob);
+  return VNC_OK;
+}
+
+static vnc_status conv_bwd_run(void *arg) {
+  conv_task *t = arg;
+  const vnc_conv2d *p = &t->p;
+  const int64_t G = p->groups, Cg = p->C / G, Og = p->O / G, OHW = p->OH * p->OW, CKK = Cg * p->KH * p->KW;
+  float *oi, *ow, *og;
+  const float *in = as_f32(t->in, p->dtype, p->N * p->C * p->H * p->W, &oi);
+  const float *w = as_f32(t->w, p->dtype, p->O * CKK, &ow);
+  const float *go = as_f32(t->go, p->dtype, p->N * p->O * OHW, &og);
+  float *col = malloc(sizeof(float) * (size_t)(CKK * OHW > 0 ? CKK * OHW : 1));
+  float *gi = t->gi ? calloc((size_t)(p->N * p->C * p->H * p->W), sizeof(float)) : NULL;
+  float *gw = t->gw ? calloc((size_t)(p->O * CKK), sizeof(float)) : NULL;
+  for (int64_t n = 0; n < p->N; n++)
+    for (int64_t g = 0; g < G; g++) {
+      const float *gon = go + (n * p->O + g * Og) * OHW;
+      if (gw) { /* grad_weight_g += grad_out_ng @ col^T, n in order */
+        im2col(p, in + (n * p->C + g * Cg) * p->H * p->W, Cg, col);
+        vnc_sgemm(0, 1, Og, CKK, OHW, 1.0f, gon, OHW, col, OHW, 1.0f, gw + g * Og * CKK, CKK);
+      }
+      if (gi) { /* col = W_g^T @ grad_out_ng, then scatter-add into the input gradient */
+        vnc_sgemm(1, 0, CKK, OHW, Og, 1.0f, w + g * Og * CKK, CKK, gon, OHW, 0.0f, col, OHW);
+        col2im(p, col, Cg, gi + (n * p->C + g * Cg) * p->H * p->W);
+      }
+    }
+  if (t->gb) {
+    float *gb = calloc((size_t)p->O, sizeof(float));
+    for (int64_t o = 0; o < p->O; o++)
+      for (int64_t n = 0; n < p->N; n++) gb[o] += vnc_canonical_sum(go + (n * p->O + o) * OHW, OHW);
+    store_f32(t->gb, p->dtype, gb, p->O);
+    free(gb);
+  }
+  if (gi) { store_f32(t->gi, p->dtype, gi, p->N * p->C * p->H * p->W); free(gi); }
+  if (gw) { store_f32(t->gw, p->dtype, gw, p->O * CKK); free(gw); }
+  free(col);
+  free(oi);
+  free(ow);
+  free(og);
+  return VNC_OK;
+}
+
+static vnc_status check_conv(const char *op, const vnc_conv2d *p) {
+  if (p->groups < 1 || p->C % p->groups || p->O % p->groups || p->sh < 1 || p->sw < 1 || p->dh < 1 || p->dw < 1)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: invalid groups, stride or dilation", op);
+  if (!vnc_dtype_is_floating(p->dtype))
+    return vnc_set_error(VNC_ERR_UNSUPPORTED, "\"%s\" not implemented for '%s'", op, vnc_dtype_name(p->dtype));
+  return VNC_OK;
+}
+
+vnc_status vnc_conv2d_forward(vnc_stream *s, const char *op, const vnc_conv2d *p, const void *input, const void *weight,
+                              const void *bias, void *out) {
+  vnc_status st = check_conv(op, p);
+  if (st != VNC_OK || p->N * p->O * p->OH * p->OW == 0) return st;
+  conv_task t = {.p = *p, .in = input, .w = weight, .b = bias, .out = out};
+  return vnc_launch(s, op, conv_fwd_run, &t, sizeof t, NULL);
+}
+
+vnc_status vnc_conv2d_backward(vnc_stream *s, const char *op, const vnc_conv2d *p, const void *grad_out,
+                               const void *input, const void *weight, void *grad_input, void *grad_weight,
+                               void *grad_bias) {
+  vnc_status st = check_conv(op, p);
+  if (st != VNC_OK) return st;
+  conv_task t = {.p = *p, .in = input, .w = weight, .go = grad_out, .gi = grad_input, .gw = grad_weight, .gb = grad_bias};
+  return vnc_launch(s, op, conv_bwd_run, &t, sizeof t, NULL);
+}
+
+/* ---------------------------------------------------------------- batch norm */
+
+typedef struct bn_task {
+  int64_t N, C, S;
+  int32_t dtype, pdt;
+  int training;
+  double momentum, eps;
+  const void *x, *w, *b, *dy, *sm, *si;
+  void *rm, *rv, *y, *save_mean, *save_invstd, *dx, *dw, *db;
+} bn_task;
+
+static float pget(const void *p, int32_t dt, int64_t c, float dflt) {
+  return p ? (float)vnc_load_f64[dt]((const char *)p + c * (int64_t)vnc_dtype_size(dt)) : dflt;
+}
+static void pset(void *p, int32_t dt, int64_t c, float v) {
+  if (p) vnc_store_f64[dt]((char *)p + c * (int64_t)vnc_dtype_size(dt), v);
+}
+
+/* Channel c of x as a contiguous float buffer of N*S values. */
+static void gather_channel(const bn_task *t, const void *src, int64_t c, float *buf) {
+  const int64_t es = (int64_t)vnc_dtype_size(t->dtype);
+  for (int64_t n = 0; n < t->N; n++) {
+    char *ptrs[2] = {(char *)(buf + n * t->S), (char *)src + ((n * t->C + c) * t->S) * es};
+    const int64_t st[2] = {4, es};
+    vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, ptrs, st, t->S, 0);
+  }
+}
+
+static void scatter_channel(const bn_task *t, void *dst, int64_t c, const float *buf) {
+  const int64_t es = (int64_t)vnc_dtype_size(t->dtype);
+  for (int64_t n = 0; n < t->N; n++) {
+    char *ptrs[2] = {(char *)dst + ((n * t->C + c) * t->S) * es, (char *)(buf + n * t->S)};
+    const int64_t st[2] = {es, 4};
+    vnc_copy_loop(t->dtype, VNC_FLOAT32)(NULL, ptrs, st, t->S, 0);
+  }
+}
+
+static void bn_fwd_channels(void *ctx, int64_t c0, int64_t c1) {
+  bn_task *t = ctx;
+  const int64_t M = t->N * t->S;
+  float *x = malloc(sizeof(float) * (size_t)(M > 0 ? M : 1) * 2), *q = x + (M > 0 ? M : 1);
+  for (int64_t c = c0; c < c1; c++) {
+    gather_channel(t, t->x, c, x);
+    float mean, invstd;
+    if (t->training) {
+      mean = vnc_canonical_sum(x, M) / (float)M;
+      for (int64_t i = 0; i < M; i++) q[i] = (x[i] - mean) * (x[i] - mean);
+      float var = vnc_canonical_sum(q, M) / (float)M;
+      invstd = 1.0f / sqrtf(var + (float)t->eps);
+      pset(t->save_mean, t->pdt, c, mean);
+      pset(t->save_invstd, t->pdt, c, invstd);
+      if (t->rm) pset(t->rm, t->pdt, c, (float)(1.0 - t->momentum) * pget(t->rm, t->pdt, c, 0) + (float)t->momentum * mean);
+      if (t->rv) {
+        float unbiased = M > 1 ? var * (float)M / (float)(M - 1) : var;
+        pset(t->rv, t->pdt, c, (float)(1.0 - t->momentum) * pget(t->rv, t->pdt, c, 0) + (float)t->momentum * unbiased);
+      }
+    } else {
+      mean = pget(t->rm, t->pdt, c, 0.0f);
+      invstd = 1.0f / sqrtf(pget(t->rv, t->pdt, c, 1.0f) + (float)t->eps);
+    }
+    float w = pget(t->w, t->pdt, c, 1.0f), b = pget(t->b, t->pdt, c, 0.0f);
+    for (int64_t i = 0; i < M; i++) x[i] = (x[i] - mean) * invstd * w + b;
+    scatter_channel(t, t->y, c, x);
+  }
+  free(x);
+}
+
+static vnc_status bn_fwd_run(void *p) {
+  bn_task *t = p;
+  vnc_parallel_for(t->C, 1, bn_fwd_channels, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_batch_norm(vnc_stream *s, const char *op, int64_t N, int64_t C, int64_t S, int32_t dtype, const void *x,
+                          const void *weight, const void *bias, void *running_mean, void *running_var,
+                          int32_t param_dtype, int training, double momentum, double eps, void *y, void *save_mean,
+                          void *save_invstd) {
+  if (training && N * S <= 1)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "Expected more than 1 value per channel when training, got input size [%lld, %lld, %lld]",
+                         (long long)N, (long long)C, (long long)S);
+  if (N * C * S == 0) return VNC_OK;
+  bn_task t = {.N = N, .C = C, .S = S, .dtype = dtype, .pdt = param_dtype, .training = training, .momentum = momentum,
+               .eps = eps, .x = x, .w = weight, .b = bias, .rm = running_mean, .rv = running_var, .y = y,
+               .save_mean = save_mean, .save_invstd = save_invstd};
+  return vnc_launch(s, op, bn_fwd_run, &t, sizeof t, NULL);
+}
+
+static void bn_bwd_channels(void *ctx, int64_t c0, int64_t c1) {
+  bn_task *t = ctx;
+  const int64_t M = t->N * t->S;
+  float *x = malloc(sizeof(float) * (size_t)(M > 0 ? M : 1) * 3), *g = x + M, *q = g + M;
+  for (int64_t c = c0; c < c1; c++) {
+    gather_channel(t, t->x, c, x);
+    gather_channel(t, t->dy, c, g);
+    float mean, invstd;
+    if (t->training) {
+      mean = pget(t->sm, t->pdt, c, 0.0f);
+      invstd = pget(t->si, t->pdt, c, 1.0f);
+    } else {
+      mean = pget(t->rm, t->pdt, c, 0.0f);
+      invstd = 1.0f / sqrtf(pget(t->rv, t->pdt, c, 1.0f) + (float)t->eps);
+    }
+    for (int64_t i = 0; i < M; i++) x[i] = (x[i] - mean) * invstd; /* x_hat */
+    float db = vnc_canonical_sum(g, M);
+    for (int64_t i = 0; i < M; i++) q[i] = g[i] * x[i];
+    float dw = vnc_canonical_sum(q, M);
+    float w = pget(t->w, t->pdt, c, 1.0f);
+    pset(t->dw, t->pdt, c, dw);
+    pset(t->db, t->pdt, c, db);
+    if (t->dx) {
+      if (t->training)
+        for (int64_t i = 0; i < M; i++) q[i] = w * invstd * ((g[i] - db / (float)M) - x[i] * dw / (float)M);
+      else
+        for (int64_t i = 0; i < M; i++) q[i] = g[i] * w * invstd;
+      scatter_channel(t, t->dx, c, q);
+    }
+  }
+  free(x);
+}
+
+static vnc_status bn_bwd_run(void *p) {
+  bn_task *t = p;
+  vnc_parallel_for(t->C, 1, bn_bwd_channels, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_batch_norm_backward(vnc_stream *s, const char *op, int64_t N, int64_t C, int64_t S, int32_t dtype,
+                                   const void *dy, const void *x, const void *weight, const void *running_mean,
+                                   const void *running_var, const void *save_mean, const void *save_invstd,
+                                   int32_t param_dtype, int training, double eps, void *dx, void *dweight, void *dbias) {
+  if (C == 0) return VNC_OK;
+  bn_task t = {.N = N, .C = C, .S = S, .dtype = dtype, .pdt = param_dtype, .training = training, .eps = eps, .x = x,
+               .w = weight, .dy = dy, .rm = (void *)running_mean, .rv = (void *)running_var, .sm = save_mean,
+               .si = save_invstd, .dx = dx, .dw = dweight, .db = dbias};
+  return vnc_launch(s, op, bn_bwd_run, &t, sizeof t, NULL);
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+typedef struct pool_task {
+  vnc_pool2d p;
+  int64_t planes, H, W, OH, OW;
+  int32_t dtype;
+  const void *x, *go;
+  const int64_t *idx_in;
+  void *out, *gi;
+  int64_t *idx;
+} pool_task;
+
+static void maxpool_planes(void *ctx, int64_t a, int64_t b) {
+  pool_task *t = ctx;
+  const vnc_pool2d *p = &t->p;
+  const int64_t HW = p->H * p->W, OHW = p->OH * p->OW;
+  float *in = malloc(sizeof(float) * (size_t)(HW > 0 ? HW : 1)), *out = malloc(sizeof(float) * (size_t)(OHW > 0 ? OHW : 1));
+  const int64_t es = (int64_t)vnc_dtype_size(p->dtype);
+  for (int64_t pl = a; pl < b; pl++) {
+    char *ptrs[2] = {(char *)in, (char *)t->x + pl * HW * es};
+    const int64_t st[2] = {4, es};
+    vnc_copy_loop(VNC_FLOAT32, p->dtype)(NULL, ptrs, st, HW, 0);
+    for (int64_t y = 0; y < p->OH; y++)
+      for (int64_t x = 0; x < p->OW; x++) {
+        float best = -INFINITY;
+        int64_t bi = -1;
+        for (int64_t i = 0; i < p->KH; i++) {
+          int64_t iy = y * p->sh - p->ph + i * p->dh;
+          if (iy < 0 || iy >= p->H) continue;
+          for (int64_t j = 0; j < p->KW; j++) {
+            int64_t ix = x * p->sw - p->pw + j * p->dw;
+            if (ix < 0 || ix >= p->W) continue;
+            float v = in[iy * p->W + ix];
+            if (bi < 0 || (!isnan(best) && (v > best || isnan(v)))) { best = v; bi = iy * p->W + ix; }
+          }
+        }
+        out[y * p->OW + x] = best;
+        t->idx[pl * OHW + y * p->OW + x] = bi;
+      }
+    char *o[2] = {(char *)t->out + pl * OHW * es, (char *)out};
+    const int64_t so[2] = {es, 4};
+    vnc_copy_loop(p->dtype, VNC_FLOAT32)(NULL, o, so, OHW, 0);
+  }
+  free(in);
+  free(out);
+}
+
+static vnc_status maxpool_run(void *arg) {
+  pool_task *t = arg;
+  vnc_parallel_for(t->p.N * t->p.C, 1, maxpool_planes, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_max_pool2d(vnc_stream *s, const char *op, const vnc_pool2d *p, const void *x, void *out, int64_t *indices) {
+  if (p->N * p->C * p->OH * p->OW == 0) return VNC_OK;
+  pool_task t = {.p = *p, .x = x, .out = out, .idx = indices};
+  return vnc_launch(s, op, maxpool_run, &t, sizeof t, NULL);
+}
+
+static void maxpool_bwd_planes(void *ctx, int64_t a, int64_t b) {
+  pool_task *t = ctx;
+  const vnc_pool2d *p = &t->p;
+  const int64_t HW = p->H * p->W, OHW = p->OH * p->OW, es = (int64_t)vnc_dtype_size(p->dtype);
+  float *gi = malloc(sizeof(float) * (size_t)(HW > 0 ? HW : 1)), *go = malloc(sizeof(float) * (size_t)(OHW > 0 ? OHW : 1));
+  for (int64_t pl = a; pl < b; pl++) {
+    memset(gi, 0, sizeof(float) * (size_t)HW);
+    char *ptrs[2] = {(char *)go, (char *)t->go + pl * OHW * es};
+    const int64_t st[2] = {4, es};
+    vnc_copy_loop(VNC_FLOAT32, p->dtype)(NULL, ptrs, st, OHW, 0);
+    for (int64_t k = 0; k < OHW; k++) {
+      int64_t i = t->idx_in[pl * OHW + k];
+      if (i >= 0 && i < HW) gi[i] += go[k];
+    }
+    char *o[2] = {(char *)t->gi + pl * HW * es, (char *)gi};
+    const int64_t so[2] = {es, 4};
+    vnc_copy_loop(p->dtype, VNC_FLOAT32)(NULL, o, so, HW, 0);
+  }
+  free(gi);
+  free(go);
+}
+
+static vnc_status maxpool_bwd_run(void *arg) {
+  pool_task *t = arg;
+  vnc_parallel_for(t->p.N * t->p.C, 1, maxpool_bwd_planes, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_max_pool2d_backward(vnc_stream *s, const char *op, const vnc_pool2d *p, const void *grad_out,
+                                   const int64_t *indices, void *grad_in) {
+  if (p->N * p->C * p->H * p->W == 0) return VNC_OK;
+  pool_task t = {.p = *p, .go = grad_out, .idx_in = indices, .gi = grad_in};
+  return vnc_launch(s, op, maxpool_bwd_run, &t, sizeof t, NULL);
+}
+
+static int64_t bin_start(int64_t a, int64_t out, int64_t in) { return (a * in) / out; }
+static int64_t bin_end(int64_t a, int64_t out, int64_t in) { return ((a + 1) * in + out - 1) / out; }
+
+static void aavg_planes(void *ctx, int64_t a, int64_t b) {
+  pool_task *t = ctx;
+  const int64_t HW = t->H * t->W, OHW = t->OH * t->OW, es = (int64_t)vnc_dtype_size(t->dtype);
+  float *x = malloc(sizeof(float) * (size_t)(HW > 0 ? HW : 1)), *y = malloc(sizeof(float) * (size_t)(OHW > 0 ? OHW : 1));
+  for (int64_t pl = a; pl < b; pl++) {
+    if (t->gi) { /* backward: x = grad_in plane, y = grad_out plane */
+      memset(x, 0, sizeof(float) * (size_t)HW);
+      char *ptrs[2] = {(char *)y, (char *)t->go + pl * OHW * es};
+      const int64_t st[2] = {4, es};
+      vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, ptrs, st, OHW, 0);
+    } else {
+      char *ptrs[2] = {(char *)x, (char *)t->x + pl * HW * es};
+      const int64_t st[2] = {4, es};
+      vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, ptrs, st, HW, 0);
+    }
+    for (int64_t oy = 0; oy < t->OH; oy++)
+      for (int64_t ox = 0; ox < t->OW; ox++) {
+        int64_t y0 = bin_start(oy, t->OH, t->H), y1 = bin_end(oy, t->OH, t->H);
+        int64_t x0 = bin_start(ox, t->OW, t->W), x1 = bin_end(ox, t->OW, t->W);
+        float cnt = (float)((y1 - y0) * (x1 - x0));
+        if (t->gi) {
+          float g = y[oy * t->OW + ox] / cnt;
+          for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) x[iy * t->W + ix] += g;
+        } else {
+          float acc = 0.0f;
+          for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) acc += x[iy * t->W + ix];
+          y[oy * t->OW + ox] = acc / cnt;
+        }
+      }
+    if (t->gi) {
+      char *o[2] = {(char *)t->gi + pl * HW * es, (char *)x};
+      const int64_t so[2] = {es, 4};
+      vnc_copy_loop(t->dtype, VNC_FLOAT32)(NULL, o, so, HW, 0);
+    } else {
+      char *o[2] = {(char *)t->out + pl * OHW * es, (char *)y};
+      const int64_t so[2] = {es, 4};
+      vnc_copy_loop(t->dtype, VNC_FLOAT32)(NULL, o, so, OHW, 0);
+    }
+  }
+  free(x);
+  free(y);
+}
+
+static vnc_status aavg_run(void *arg) {
+  pool_task *t = arg;
+  vnc_parallel_for(t->planes, 1, aavg_planes, t);
+  return VNC_OK;
+}
+
+vnc_status vnc_adaptive_avg_pool2d(vnc_stream *s, const char *op, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                   int64_t OW, int32_t dtype, const void *x, void *out) {
+  if (planes * OH * OW == 0) return VNC_OK;
+  pool_task t = {.planes = planes, .H = H, .W = W, .OH = OH, .OW = OW, .dtype = dtype, .x = x, .out = out};
+  return vnc_launch(s, op, aavg_run, &t, sizeof t, NULL);
+}
+
+vnc_status vnc_adaptive_avg_pool2d_backward(vnc_stream *s, const char *op, int64_t planes, int64_t H, int64_t W,
+                                            int64_t OH, int64_t OW, int32_t dtype, const void *grad_out, void *grad_in) {
+  if (planes * H * W == 0) return VNC_OK;
+  pool_task t = {.planes = planes, .H = H, .W = W, .OH = OH, .OW = OW, .dtype = dtype, .go = grad_out, .gi = grad_in};
+  return vnc_launch(s, op, aavg_run, &t, sizeof t, NULL);
+}
