@@ -30,10 +30,10 @@ def train_steps(model, make_batch, steps, device, opt_cls=torch.optim.AdamW):
     return losses, grads, [p.detach().cpu() for p in model.parameters()]
 
 
-def check_against_cpu(model, make_batch, steps=3, rtol=1e-4, atol=1e-5):
-    cpu = train_steps(model, make_batch, steps, "cpu")
+def check_against_cpu(model, make_batch, steps=3, rtol=1e-4, atol=1e-5, opt_cls=torch.optim.AdamW):
+    cpu = train_steps(model, make_batch, steps, "cpu", opt_cls)
     torch_neuronx.clear_op_tracking()
-    dev = train_steps(model, make_batch, steps, "neuron")
+    dev = train_steps(model, make_batch, steps, "neuron", opt_cls)
     assert torch_neuronx.get_fallback_ops() == []
     torch.testing.assert_close(torch.tensor(dev[0]), torch.tensor(cpu[0]), rtol=rtol, atol=atol)
     for g_dev, g_cpu in zip(dev[1], cpu[1]):
@@ -72,7 +72,8 @@ def test_cnn_training_is_native_and_matches_cpu():
         torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(), torch.nn.Linear(16, 10))
     g = torch.Generator().manual_seed(4)
     batch = (torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g))
-    losses = check_against_cpu(model, lambda i: batch)
+    # SGD: the conv biases before batch norm get ~0 gradients, whose noise Adam would amplify.
+    losses = check_against_cpu(model, lambda i: batch, opt_cls=torch.optim.SGD)
     assert losses[-1] < losses[0]
 
 
