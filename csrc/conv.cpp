@@ -111,9 +111,14 @@ void* opt_ptr(const std::optional<at::Tensor>& t) { return t && t->defined() ? p
 
 void check_param(const std::optional<at::Tensor>& t, int32_t pdt, int64_t C, const char* what) {
   if (!t || !t->defined()) return;
-  TORCH_CHECK(t->numel() == C && t->is_contiguous(), "batch_norm: ", what, " must be a contiguous tensor of ", C,
-              " elements, got ", t->sizes());
+  TORCH_CHECK(t->numel() == C, "batch_norm: ", what, " must have ", C, " elements, got ", t->sizes());
   TORCH_CHECK(dt(*t) == pdt, "batch_norm: ", what, " has dtype ", t->scalar_type(), " unlike the other parameters");
+}
+
+// A dense copy of an optional parameter (the tensor itself when already contiguous).
+std::optional<at::Tensor> dense(const std::optional<at::Tensor>& t) {
+  if (!t || !t->defined() || t->is_contiguous()) return t;
+  return t->contiguous();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
@@ -133,10 +138,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   at::Tensor y = at::empty(input.sizes(), x.options());
   auto popts = x.options().dtype(static_cast<at::ScalarType>(pdt));
   at::Tensor save_mean = at::empty({training ? C : 0}, popts), save_invstd = at::empty({training ? C : 0}, popts);
+  auto w = dense(weight), b = dense(bias), rm = dense(running_mean), rv = dense(running_var);
   c10::DeviceGuard g(input.device());
-  check(vnc_batch_norm(stream_of(x), "aten::native_batch_norm", N, C, S, dt(x), ptr(x), opt_ptr(weight), opt_ptr(bias),
-                       opt_ptr(running_mean), opt_ptr(running_var), pdt, training, momentum, eps, ptr(y),
+  check(vnc_batch_norm(stream_of(x), "aten::native_batch_norm", N, C, S, dt(x), ptr(x), opt_ptr(w), opt_ptr(b),
+                       opt_ptr(rm), opt_ptr(rv), pdt, training, momentum, eps, ptr(y),
                        training ? ptr(save_mean) : nullptr, training ? ptr(save_invstd) : nullptr));
+  // running statistics updated in a dense copy go back to the caller's tensors
+  if (training && rm && !rm->is_same(*running_mean)) running_mean->copy_(*rm);
+  if (training && rv && !rv->is_same(*running_var)) running_var->copy_(*rv);
   return {y, save_mean, save_invstd};
 }
 
@@ -154,9 +163,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   at::Tensor dw = mask[1] ? at::empty({C}, popts) : at::Tensor();
   at::Tensor db = mask[2] ? at::empty({C}, popts) : at::Tensor();
   c10::DeviceGuard g(input.device());
+  auto w = dense(weight), rm = dense(running_mean), rv = dense(running_var), sm = dense(save_mean),
+       si = dense(save_invstd);
   check(vnc_batch_norm_backward(stream_of(x), "aten::native_batch_norm_backward", N, C, S, dt(x), ptr(dy), ptr(x),
-                                opt_ptr(weight), opt_ptr(running_mean), opt_ptr(running_var), opt_ptr(save_mean),
-                                opt_ptr(save_invstd), pdt, train, eps, dx.defined() ? ptr(dx) : nullptr,
+                                opt_ptr(w), opt_ptr(rm), opt_ptr(rv), opt_ptr(sm), opt_ptr(si), pdt, train, eps, dx.defined() ? ptr(dx) : nullptr,
                                 dw.defined() ? ptr(dw) : nullptr, db.defined() ? ptr(db) : nullptr));
   return {dx, dw, db};
 }

@@ -47,6 +47,7 @@
 #include <ATen/ops/sub_meta.h>
 #include <ATen/ops/tanh_backward_meta.h>
 #include <ATen/ops/threshold_backward_meta.h>
+#include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
 #define NEURON_UNARY_META(X)                                                                   \
@@ -380,6 +381,7 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
   TORCH_CHECK(cond.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
+                  .allow_cpu_scalars(true)
                   .add_output(out)
                   .add_const_input(cond)
                   .add_const_input(self)
@@ -401,6 +403,7 @@ template <vnc_ew_op OP>
 at::Tensor& nx_logical_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
+                  .allow_cpu_scalars(true)
                   .add_output(out)
                   .add_const_input(self)
                   .add_const_input(other)
@@ -507,6 +510,22 @@ at::Tensor& nx_hardtanh_(at::Tensor& self, const at::Scalar& lo, const at::Scala
   return nx_hardtanh_out(self, lo, hi, self);
 }
 
+// masked_fill: where(mask, value, self) written back into self (value cast to self's dtype).
+at::Tensor& nx_masked_fill_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  at::assert_no_internal_overlap(self);
+  at::Tensor fill = at::scalar_tensor(value, self.options().device(at::kCPU));
+  at::Tensor out = at::empty_like(self);
+  nx_where_out(mask, fill, self, out);
+  return self.copy_(out);
+}
+at::Tensor& nx_masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return nx_masked_fill_(self, mask, value.item());
+}
+
 at::Tensor& nx_isnan_out(const at::Tensor& self, at::Tensor& out) {
   auto iter = at::TensorIteratorConfig().check_all_same_dtype(false).add_output(out).add_const_input(self).build();
   launch_ew(iter, VNC_EW_isnan, no_params(), "aten::isnan", {}, self.scalar_type());
@@ -610,6 +629,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardtanh_backward", TORCH_FN(nx_hardtanh_backward));
   m.impl("hardtanh_backward.grad_input", TORCH_FN(nx_hardtanh_backward_out));
   m.impl("isnan", TORCH_FN(nx_isnan));
+  m.impl("masked_fill_.Scalar", TORCH_FN(nx_masked_fill_));
+  m.impl("masked_fill_.Tensor", TORCH_FN(nx_masked_fill_tensor_));
   m.impl("hardtanh", TORCH_FN(nx_hardtanh));
   m.impl("hardtanh_", TORCH_FN(nx_hardtanh_));
   m.impl("hardtanh.out", TORCH_FN(nx_hardtanh_out));

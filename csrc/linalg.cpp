@@ -3,6 +3,7 @@
 #include "neuron.h"
 #include "structured.h"
 
+#include <ATen/ops/_addmm_activation_meta.h>
 #include <ATen/ops/addmm_meta.h>
 #include <ATen/ops/addmv_meta.h>
 #include <ATen/ops/baddbmm_meta.h>
@@ -70,6 +71,15 @@ struct Addmm {
     add_product("aten::addmm", self, m1, m2, beta, alpha, out);
   }
 };
+struct AddmmActivation {  // addmm, then gelu (exact) or relu in place, as ATen
+  template <class M>
+  static void run(M&, const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const at::Scalar& beta,
+                  const at::Scalar& alpha, bool use_gelu, const at::Tensor& out) {
+    add_product("aten::_addmm_activation", self, m1, m2, beta, alpha, out);
+    if (use_gelu) at::gelu_(const_cast<at::Tensor&>(out));
+    else at::relu_(const_cast<at::Tensor&>(out));
+  }
+};
 struct Baddbmm {
   template <class M>
   static void run(M&, const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
@@ -111,6 +121,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::functional<Addmm>)));
   m.impl("addmm_", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::inplace<Addmm>)));
   m.impl("addmm.out", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::out<Addmm>)));
+  m.impl("_addmm_activation", TORCH_FN((Variants<at::meta::structured__addmm_activation, T, T, S, S, bool>::functional<AddmmActivation>)));
+  m.impl("_addmm_activation.out", TORCH_FN((Variants<at::meta::structured__addmm_activation, T, T, S, S, bool>::out<AddmmActivation>)));
   m.impl("baddbmm", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::functional<Baddbmm>)));
   m.impl("baddbmm_", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::inplace<Baddbmm>)));
   m.impl("baddbmm.out", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::out<Baddbmm>)));

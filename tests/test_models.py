@@ -114,3 +114,19 @@ def test_op_compatibility_table_is_current():
     proc = subprocess.run([sys.executable, os.path.join(root, "tools", "gen_op_compatibility.py"), "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer_eval_fast_path_is_native(norm_first):
+    torch.manual_seed(5)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, norm_first=norm_first).eval()
+    x = torch.randn(2, 5, 32)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    with torch.no_grad():
+        expected = layer(x, src_key_padding_mask=pad)
+        dev = layer.to("neuron")
+        torch_neuronx.clear_op_tracking()
+        actual = dev(x.to("neuron"), src_key_padding_mask=pad.to("neuron"))
+        assert torch_neuronx.get_fallback_ops() == []
+        assert "aten::_transformer_encoder_layer_fwd" in torch_neuronx.get_executed_ops()
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5)
