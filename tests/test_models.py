@@ -130,3 +130,43 @@ def test_transformer_encoder_layer_eval_fast_path_is_native(norm_first):
         assert torch_neuronx.get_fallback_ops() == []
         assert "aten::_transformer_encoder_layer_fwd" in torch_neuronx.get_executed_ops()
     torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_autocast_policies():
+    m = torch.nn.Linear(4, 4).to("neuron")
+    x = torch.randn(2, 4, device="neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        y = m(x)
+        s = torch.softmax(y, -1)
+        z = x + 1
+    assert y.dtype == torch.bfloat16 and s.dtype == torch.float32 and z.dtype == torch.float32
+    with torch.autocast("neuron", dtype=torch.float16):
+        assert (x @ x.t()).dtype == torch.float16
+
+
+def test_grad_scaler_skips_inf_steps_and_backs_off():
+    torch.manual_seed(6)
+    cpu_model = torch.nn.Linear(4, 3)
+    results = {}
+    for device in ("cpu", "neuron"):
+        m = copy.deepcopy(cpu_model).to(device)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 8, growth_interval=1)
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(7)).to(device)
+        torch_neuronx.clear_op_tracking()
+        scaler.scale(m(x).sum()).backward()
+        m.weight.grad[0, 0] = float("inf")
+        before = m.weight.detach().cpu().clone()
+        scaler.step(opt)
+        scaler.update()
+        skipped = torch.equal(before, m.weight.detach().cpu())
+        scale_after_inf = scaler.get_scale()
+        opt.zero_grad()
+        scaler.scale(m(x).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        if device == "neuron":
+            assert torch_neuronx.get_fallback_ops() == []
+        results[device] = (skipped, scale_after_inf, scaler.get_scale(), m.weight.detach().cpu())
+    assert results["neuron"][:3] == results["cpu"][:3] == (True, 128.0, 256.0)
+    torch.testing.assert_close(results["neuron"][3], results["cpu"][3])
