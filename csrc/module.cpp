@@ -135,8 +135,16 @@ PyObject* py_memory_stats(PyObject*, PyObject* arg) {
 PyObject* py_empty_cache(PyObject*, PyObject*) {
   HANDLE_TH_ERRORS
   for (int d = 0; d < vnc_device_count(); d++) check(vnc_empty_cache(d));
+  vnc_plan_cache_clear();
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_plan_cache_stats(PyObject*, PyObject*) {
+  vnc_plan_cache_stats s;
+  vnc_plan_cache_get_stats(&s);
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "hits", (long long)s.hits, "misses", (long long)s.misses, "entries",
+                       (long long)s.entries, "evictions", (long long)s.evictions, "capacity", (long long)s.capacity);
 }
 
 PyObject* py_reset_peak(PyObject*, PyObject* arg) {
@@ -284,6 +292,7 @@ PyMethodDef methods[] = {
     {"_capacity", py_capacity, METH_O, nullptr},
     {"_memory_stats", py_memory_stats, METH_O, nullptr},
     {"_empty_cache", py_empty_cache, METH_NOARGS, nullptr},
+    {"_plan_cache_stats", py_plan_cache_stats, METH_NOARGS, nullptr},
     {"_reset_peak", py_reset_peak, METH_O, nullptr},
     {"_reset_accumulated", py_reset_accumulated, METH_O, nullptr},
     {"_manual_seed", py_manual_seed, METH_VARARGS, nullptr},

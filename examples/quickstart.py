@@ -2,7 +2,7 @@
 
 Trains a small MLP classifier on a fixed two-moons-style problem built from torch ops, checks
 that the loss falls, compares a matmul with CPU, and prints what ran natively and what went
-through the visible CPU fallback. `make demo` runs this until the GPT demo lands.
+through the visible CPU fallback. `make demo` runs this until the GPT training demo lands.
 """
 import math
 import time
@@ -48,10 +48,12 @@ def main() -> None:
     import torch_neuronx
 
     fallback = torch_neuronx.get_fallback_ops()
-    print(f"native neuron ops: {', '.join(torch_neuronx.get_executed_ops())}")
-    print(f"CPU fallback: {len(fallback)} invocations of {len(set(fallback))} ops "
-          f"(native kernels for these arrive with the kernel library)")
-    print(f"peak device memory: {torch.neuron.max_memory_allocated() / 2**10:.0f} KiB")
+    counts = torch_neuronx.get_executed_op_counts()
+    print(f"native neuron kernels: {sum(counts.values())} launches of {len(counts)} ops "
+          f"({', '.join(sorted(counts, key=counts.get, reverse=True)[:6])}, ...)")
+    print(f"CPU fallback: {len(fallback)} invocations" + (f" of {sorted(set(fallback))}" if fallback else ""))
+    print(f"peak device memory: {torch.neuron.max_memory_allocated() / 2**10:.0f} KiB; "
+          f"kernel plan cache: {torch_neuronx.get_plan_cache_stats()}")
 
 
 if __name__ == "__main__":

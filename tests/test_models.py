@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import torch_neuronx
+from conftest import run_py
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 from tiny_gpt import TinyGPT  # noqa: E402
@@ -170,3 +171,29 @@ def test_grad_scaler_skips_inf_steps_and_backs_off():
         results[device] = (skipped, scale_after_inf, scaler.get_scale(), m.weight.detach().cpu())
     assert results["neuron"][:3] == results["cpu"][:3] == (True, 128.0, 256.0)
     torch.testing.assert_close(results["neuron"][3], results["cpu"][3])
+
+
+def test_plan_cache_reuses_plans_and_is_cleared_by_empty_cache():
+    a = torch.randn(33, 17, device="neuron")
+    b = torch.randn(33, 17, device="neuron")
+    torch.neuron.empty_cache()
+    assert torch_neuronx.get_plan_cache_stats()["entries"] == 0
+    (a * b).cpu()
+    first = torch_neuronx.get_plan_cache_stats()
+    for scale in (1.0, 2.0, 3.0):  # scalar values are not part of the key
+        torch.add(a, b, alpha=scale).cpu()
+    after = torch_neuronx.get_plan_cache_stats()
+    assert after["misses"] == first["misses"] + 1 and after["hits"] >= first["hits"] + 2
+    torch.neuron.empty_cache()
+    assert torch_neuronx.get_plan_cache_stats()["entries"] == 0
+
+
+def test_plan_cache_is_bounded():
+    out = run_py("""
+        import torch, torch_neuronx
+        for n in range(1, 40):
+            (torch.ones(n, device="neuron") + 1).cpu()
+        s = torch_neuronx.get_plan_cache_stats()
+        print(s["entries"], s["capacity"], s["evictions"] > 0)
+    """, env={"TORCH_NEURONX_PLAN_CACHE_SIZE": "8"}).stdout.split()
+    assert out == ["8", "8", "True"]

@@ -114,6 +114,16 @@ def clear_op_tracking() -> None:
     _C._clear_op_tracking()
 
 
+def get_plan_cache_stats() -> dict[str, int]:
+    """Kernel plan cache counters: ``hits``, ``misses``, ``entries``, ``evictions``, ``capacity``.
+
+    Each native launch resolves a plan keyed by (op, dtypes, shapes, strides) — never by scalar
+    values; the first launch of a key builds it, later ones reuse it. The cache is an LRU of
+    ``TORCH_NEURONX_PLAN_CACHE_SIZE`` entries (default 4096), cleared by ``torch.neuron.empty_cache()``.
+    """
+    return dict(_C._plan_cache_stats())
+
+
 def set_strict_fallback(enabled: bool) -> bool:
     """Turn strict mode on or off (env ``TORCH_NEURONX_STRICT=1`` sets it at start): each CPU
     fallback then raises ``NotImplementedError`` naming the op. Returns the previous mode."""

@@ -343,7 +343,8 @@ def reset_accumulated_memory_stats(device: Any = None) -> None:
 
 
 def empty_cache() -> None:
-    """Return every cached (free) block of every device to the host; live tensors stay."""
+    """Return every cached (free) block of every device to the host (live tensors stay) and
+    clear the kernel plan cache."""
     _C._empty_cache()
 
 
