@@ -14,18 +14,14 @@ static float *as_f32(const void *p, int32_t dtype, int64_t n, float **owned) {
   if (!p) return NULL;
   if (dtype == VNC_FLOAT32) return (float *)p;
   float *b = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-  char *ptrs[2] = {(char *)b, (char *)p};
-  const int64_t st[2] = {4, (int64_t)vnc_dtype_size(dtype)};
-  vnc_copy_loop(VNC_FLOAT32, dtype)(NULL, ptrs, st, n, 0);
+  vnc_to_f32(b, p, dtype, 1, n);
   *owned = b;
   return b;
 }
 
 static void store_f32(void *dst, int32_t dtype, const float *src, int64_t n) {
   if (dtype == VNC_FLOAT32 && dst == (const void *)src) return;
-  char *ptrs[2] = {(char *)dst, (char *)src};
-  const int64_t st[2] = {(int64_t)vnc_dtype_size(dtype), 4};
-  vnc_copy_loop(dtype, VNC_FLOAT32)(NULL, ptrs, st, n, 0);
+  vnc_from_f32(dst, dtype, 1, src, n);
 }
 
 /* ---------------------------------------------------------------- convolution */
@@ -184,20 +180,14 @@ static void pset(void *p, int32_t dt, int64_t c, float v) {
 /* Channel c of x as a contiguous float buffer of N*S values. */
 static void gather_channel(const bn_task *t, const void *src, int64_t c, float *buf) {
   const int64_t es = (int64_t)vnc_dtype_size(t->dtype);
-  for (int64_t n = 0; n < t->N; n++) {
-    char *ptrs[2] = {(char *)(buf + n * t->S), (char *)src + ((n * t->C + c) * t->S) * es};
-    const int64_t st[2] = {4, es};
-    vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, ptrs, st, t->S, 0);
-  }
+  for (int64_t n = 0; n < t->N; n++)
+    vnc_to_f32(buf + n * t->S, (const char *)src + ((n * t->C + c) * t->S) * es, t->dtype, 1, t->S);
 }
 
 static void scatter_channel(const bn_task *t, void *dst, int64_t c, const float *buf) {
   const int64_t es = (int64_t)vnc_dtype_size(t->dtype);
-  for (int64_t n = 0; n < t->N; n++) {
-    char *ptrs[2] = {(char *)dst + ((n * t->C + c) * t->S) * es, (char *)(buf + n * t->S)};
-    const int64_t st[2] = {es, 4};
-    vnc_copy_loop(t->dtype, VNC_FLOAT32)(NULL, ptrs, st, t->S, 0);
-  }
+  for (int64_t n = 0; n < t->N; n++)
+    vnc_from_f32((char *)dst + ((n * t->C + c) * t->S) * es, t->dtype, 1, buf + n * t->S, t->S);
 }
 
 static void bn_fwd_channels(void *ctx, int64_t c0, int64_t c1) {
@@ -319,9 +309,7 @@ static void maxpool_planes(void *ctx, int64_t a, int64_t b) {
   float *in = malloc(sizeof(float) * (size_t)(HW > 0 ? HW : 1)), *out = malloc(sizeof(float) * (size_t)(OHW > 0 ? OHW : 1));
   const int64_t es = (int64_t)vnc_dtype_size(p->dtype);
   for (int64_t pl = a; pl < b; pl++) {
-    char *ptrs[2] = {(char *)in, (char *)t->x + pl * HW * es};
-    const int64_t st[2] = {4, es};
-    vnc_copy_loop(VNC_FLOAT32, p->dtype)(NULL, ptrs, st, HW, 0);
+    vnc_to_f32(in, (const char *)t->x + pl * HW * es, p->dtype, 1, HW);
     for (int64_t y = 0; y < p->OH; y++)
       for (int64_t x = 0; x < p->OW; x++) {
         float best = -INFINITY;
@@ -339,9 +327,7 @@ static void maxpool_planes(void *ctx, int64_t a, int64_t b) {
         out[y * p->OW + x] = best;
         t->idx[pl * OHW + y * p->OW + x] = bi;
       }
-    char *o[2] = {(char *)t->out + pl * OHW * es, (char *)out};
-    const int64_t so[2] = {es, 4};
-    vnc_copy_loop(p->dtype, VNC_FLOAT32)(NULL, o, so, OHW, 0);
+    vnc_from_f32((char *)t->out + pl * OHW * es, p->dtype, 1, out, OHW);
   }
   free(in);
   free(out);
@@ -366,16 +352,12 @@ static void maxpool_bwd_planes(void *ctx, int64_t a, int64_t b) {
   float *gi = malloc(sizeof(float) * (size_t)(HW > 0 ? HW : 1)), *go = malloc(sizeof(float) * (size_t)(OHW > 0 ? OHW : 1));
   for (int64_t pl = a; pl < b; pl++) {
     memset(gi, 0, sizeof(float) * (size_t)HW);
-    char *ptrs[2] = {(char *)go, (char *)t->go + pl * OHW * es};
-    const int64_t st[2] = {4, es};
-    vnc_copy_loop(VNC_FLOAT32, p->dtype)(NULL, ptrs, st, OHW, 0);
+    vnc_to_f32(go, (const char *)t->go + pl * OHW * es, p->dtype, 1, OHW);
     for (int64_t k = 0; k < OHW; k++) {
       int64_t i = t->idx_in[pl * OHW + k];
       if (i >= 0 && i < HW) gi[i] += go[k];
     }
-    char *o[2] = {(char *)t->gi + pl * HW * es, (char *)gi};
-    const int64_t so[2] = {es, 4};
-    vnc_copy_loop(p->dtype, VNC_FLOAT32)(NULL, o, so, HW, 0);
+    vnc_from_f32((char *)t->gi + pl * HW * es, p->dtype, 1, gi, HW);
   }
   free(gi);
   free(go);
@@ -404,13 +386,9 @@ static void aavg_planes(void *ctx, int64_t a, int64_t b) {
   for (int64_t pl = a; pl < b; pl++) {
     if (t->gi) { /* backward: x = grad_in plane, y = grad_out plane */
       memset(x, 0, sizeof(float) * (size_t)HW);
-      char *ptrs[2] = {(char *)y, (char *)t->go + pl * OHW * es};
-      const int64_t st[2] = {4, es};
-      vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, ptrs, st, OHW, 0);
+      vnc_to_f32(y, (const char *)t->go + pl * OHW * es, t->dtype, 1, OHW);
     } else {
-      char *ptrs[2] = {(char *)x, (char *)t->x + pl * HW * es};
-      const int64_t st[2] = {4, es};
-      vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, ptrs, st, HW, 0);
+      vnc_to_f32(x, (const char *)t->x + pl * HW * es, t->dtype, 1, HW);
     }
     for (int64_t oy = 0; oy < t->OH; oy++)
       for (int64_t ox = 0; ox < t->OW; ox++) {
@@ -428,15 +406,8 @@ static void aavg_planes(void *ctx, int64_t a, int64_t b) {
           y[oy * t->OW + ox] = acc / cnt;
         }
       }
-    if (t->gi) {
-      char *o[2] = {(char *)t->gi + pl * HW * es, (char *)x};
-      const int64_t so[2] = {es, 4};
-      vnc_copy_loop(t->dtype, VNC_FLOAT32)(NULL, o, so, HW, 0);
-    } else {
-      char *o[2] = {(char *)t->out + pl * OHW * es, (char *)y};
-      const int64_t so[2] = {es, 4};
-      vnc_copy_loop(t->dtype, VNC_FLOAT32)(NULL, o, so, OHW, 0);
-    }
+    if (t->gi) vnc_from_f32((char *)t->gi + pl * HW * es, t->dtype, 1, x, HW);
+    else vnc_from_f32((char *)t->out + pl * OHW * es, t->dtype, 1, y, OHW);
   }
   free(x);
   free(y);

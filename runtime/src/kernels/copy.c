@@ -128,3 +128,17 @@ vnc_loop_fn vnc_copy_loop(int32_t dst, int32_t src) {
   if (dst < 0 || dst >= VNC_DTYPE_END || src < 0 || src >= VNC_DTYPE_END) return NULL;
   return copy_table[dst][src];
 }
+
+void vnc_to_f32(float *dst, const void *src, int32_t dtype, int64_t stride, int64_t n) {
+  const int64_t es = (int64_t)vnc_dtype_size(dtype);
+  char *ptrs[2] = {(char *)dst, (char *)src};
+  const int64_t st[2] = {4, stride * es};
+  copy_table[VNC_FLOAT32][dtype](NULL, ptrs, st, n, 0);
+}
+
+void vnc_from_f32(void *dst, int32_t dtype, int64_t stride, const float *src, int64_t n) {
+  const int64_t es = (int64_t)vnc_dtype_size(dtype);
+  char *ptrs[2] = {(char *)dst, (char *)src};
+  const int64_t st[2] = {stride * es, 4};
+  copy_table[dtype][VNC_FLOAT32](NULL, ptrs, st, n, 0);
+}

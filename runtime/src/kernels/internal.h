@@ -7,6 +7,10 @@
 /* The copy/cast inner loop from dtype `src` to dtype `dst` (operands: dst, src). */
 vnc_loop_fn vnc_copy_loop(int32_t dst, int32_t src);
 
+/* n elements of `dtype` at src (element stride `stride`) into contiguous floats, and back. */
+void vnc_to_f32(float *dst, const void *src, int32_t dtype, int64_t stride, int64_t n);
+void vnc_from_f32(void *dst, int32_t dtype, int64_t stride, const float *src, int64_t n);
+
 /* The canonical float sum of n contiguous floats (schedule of vnc/reduce.h). */
 float vnc_canonical_sum(const float *x, int64_t n);
 

@@ -15,15 +15,11 @@ static char *row_ptr(const vnc_rows *r, int64_t o, int64_t j, int64_t i) {
 }
 
 static void load_row(const vnc_rows *r, int64_t o, int64_t i, float *buf) {
-  char *ptrs[2] = {(char *)buf, row_ptr(r, o, 0, i)};
-  const int64_t st[2] = {4, r->stride * (int64_t)vnc_dtype_size(r->dtype)};
-  vnc_copy_loop(VNC_FLOAT32, r->dtype)(NULL, ptrs, st, r->n, 0);
+  vnc_to_f32(buf, row_ptr(r, o, 0, i), r->dtype, r->stride, r->n);
 }
 
 static void store_row(const vnc_rows *r, int64_t o, int64_t i, const float *buf) {
-  char *ptrs[2] = {row_ptr(r, o, 0, i), (char *)buf};
-  const int64_t st[2] = {r->stride * (int64_t)vnc_dtype_size(r->dtype), 4};
-  vnc_copy_loop(r->dtype, VNC_FLOAT32)(NULL, ptrs, st, r->n, 0);
+  vnc_from_f32(row_ptr(r, o, 0, i), r->dtype, r->stride, buf, r->n);
 }
 
 static float *row_buffer(float *stack, int64_t n) { return n <= STACK_ROW ? stack : malloc(sizeof(float) * (size_t)n); }
@@ -203,10 +199,8 @@ static void ln_bwd_cols(void *ctx, int64_t c0, int64_t c1) { /* dweight, dbias: 
   vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N);
   X.n = G.n = n;
   for (int64_t r = 0; r < t->M; r++) {
-    char *px[2] = {(char *)x, row_ptr(&X, r, c0, 0)}, *pg[2] = {(char *)g, row_ptr(&G, r, c0, 0)};
-    const int64_t st[2] = {4, (int64_t)vnc_dtype_size(t->dtype)};
-    vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, px, st, n, 0);
-    vnc_copy_loop(VNC_FLOAT32, t->dtype)(NULL, pg, st, n, 0);
+    vnc_to_f32(x, row_ptr(&X, r, c0, 0), t->dtype, 1, n);
+    vnc_to_f32(g, row_ptr(&G, r, c0, 0), t->dtype, 1, n);
     float mean = stat_at(t->mean, t->stat_dtype, r), rstd = stat_at(t->rstd, t->stat_dtype, r);
     for (int64_t j = 0; j < n; j++) {
       aw[j] += g[j] * ((x[j] - mean) * rstd);

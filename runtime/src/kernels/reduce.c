@@ -35,16 +35,20 @@ static int wants_max(vnc_reduce_op op) {
   return op == VNC_RED_AMAX || op == VNC_RED_MAX_INDEX || op == VNC_RED_ARGMAX;
 }
 
-/* Offsets (bytes) of output element `o` in operand k. */
-static int64_t outer_offset(const red_task *t, int k, int64_t o) {
+/* Byte offset in operand k of linear index `lin` over the iterator dims `dims` (first fastest). */
+static int64_t dims_offset(const red_task *t, int k, const int *dims, int ndims, int64_t lin) {
   int64_t off = 0;
-  for (int j = 0; j < t->nouter; j++) {
-    int d = t->outer_dims[j];
-    off += (o % t->it.shape[d]) * t->it.strides[k][d];
-    o /= t->it.shape[d];
+  for (int j = 0; j < ndims; j++) {
+    int d = dims[j];
+    off += (lin % t->it.shape[d]) * t->it.strides[k][d];
+    lin /= t->it.shape[d];
   }
   return off;
 }
+
+/* Offsets (bytes) of output element `o` / reduced element `r` in operand k. */
+static int64_t outer_offset(const red_task *t, int k, int64_t o) { return dims_offset(t, k, t->outer_dims, t->nouter, o); }
+static int64_t red_offset(const red_task *t, int k, int64_t r) { return dims_offset(t, k, t->red_dims, t->nred, r); }
 
 /* Input elements r0..r0+n-1 (reduced index order) of output o as float or int64: a
  * pointer into the input when they are already dense in the accumulation type, else
@@ -56,15 +60,7 @@ static const void *load_run(const red_task *t, int64_t o, int64_t r0, int64_t n,
   const int64_t acc_sz = t->acc == ACC_F ? 4 : 8;
   if (t->nred > 0 && t->it.dtypes[in] == acc_dt && t->it.strides[in][t->red_dims[0]] == acc_sz) {
     int d0 = t->red_dims[0];
-    if (r0 % t->it.shape[d0] + n <= t->it.shape[d0]) { /* one dense run */
-      int64_t rem = r0, off = 0;
-      for (int j = 0; j < t->nred; j++) {
-        int d = t->red_dims[j];
-        off += (rem % t->it.shape[d]) * t->it.strides[in][d];
-        rem /= t->it.shape[d];
-      }
-      return base + off;
-    }
+    if (r0 % t->it.shape[d0] + n <= t->it.shape[d0]) return base + red_offset(t, in, r0); /* one dense run */
   }
   vnc_loop_fn conv = vnc_copy_loop(acc_dt, t->it.dtypes[in]);
   int64_t done = 0;
@@ -257,16 +253,6 @@ static int tiled(const red_task *t) {
   return t->acc == ACC_F && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR) &&
          t->nouter > 0 && t->nred > 0 &&
          llabs(t->it.strides[in][t->outer_dims[0]]) < llabs(t->it.strides[in][t->red_dims[0]]);
-}
-
-static int64_t red_offset(const red_task *t, int k, int64_t r) {
-  int64_t off = 0;
-  for (int j = 0; j < t->nred; j++) {
-    int d = t->red_dims[j];
-    off += (r % t->it.shape[d]) * t->it.strides[k][d];
-    r /= t->it.shape[d];
-  }
-  return off;
 }
 
 static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, partial *out) {
