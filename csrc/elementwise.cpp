@@ -98,13 +98,14 @@
 namespace torch_neuronx {
 namespace {
 
-const std::string& aten_name(vnc_ew_op op) {
+// "aten::<table name>", stored for the life of the process (op tracking keys on the pointer).
+const char* aten_name(vnc_ew_op op) {
   static const auto names = [] {
     std::array<std::string, VNC_EW_COUNT> n;
     for (int i = 0; i < VNC_EW_COUNT; i++) n[i] = std::string("aten::") + vnc_elementwise_name(static_cast<vnc_ew_op>(i));
     return n;
   }();
-  return names[op];
+  return names[op].c_str();
 }
 
 // Scalar operand value, read from the host tensor the TensorIterator wraps.
@@ -132,12 +133,12 @@ int32_t put_scalar(at::TensorIteratorBase& iter, int k, at::ScalarType compute, 
 // Launches `op` over a built TensorIterator (operand 0 = output). Extra scalar inputs (for
 // ops whose ATen form takes a Scalar the table reads as an operand) follow the iterator's.
 void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& params,
-               const std::string& name, std::initializer_list<double> extra_scalars = {},
+               const char* name, std::initializer_list<double> extra_scalars = {},
                at::ScalarType compute = at::ScalarType::Undefined) {
   if (compute == at::ScalarType::Undefined) compute = iter.common_dtype();
   TORCH_CHECK(vnc_elementwise_supports(op, static_cast<int32_t>(compute)), "\"", name,
               "\" not implemented for '", c10::toString(compute), "'");
-  record_native(name.c_str());
+  record_native(name);
   const int nt = iter.ntensors();
   TORCH_CHECK(nt + static_cast<int>(extra_scalars.size()) <= VNC_ITER_MAX_OPERANDS, name, ": too many operands");
   vnc_iter it = iter_geometry(iter);
@@ -160,11 +161,11 @@ void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& 
     std::memcpy(scalars[k], &v, sizeof v);
     k++;
   }
-  if (f64) warn_float64(name.c_str());
+  if (f64) warn_float64(name);
   if (it.numel == 0) return;
   const at::Tensor& out = iter.tensor(0);
   c10::DeviceGuard guard(out.device());
-  check(vnc_elementwise(current_vnc_stream(out.device().index()), name.c_str(), op, &it,
+  check(vnc_elementwise(current_vnc_stream(out.device().index()), name, op, &it,
                         static_cast<int32_t>(compute), &params, mask, scalars.data()));
 }
 

@@ -95,8 +95,14 @@ void user_warning(const std::string& msg) {
   else TORCH_WARN(msg);
 }
 
+// Callers pass literals or strings that live as long as the process, so each thread caches
+// the counter by pointer and takes the registry's lock once per op name.
 void record_native(const char* op) {
-  if (!g_paused) counter_for(op)->count.fetch_add(1, std::memory_order_relaxed);
+  if (g_paused) return;
+  thread_local std::unordered_map<const char*, OpCounter*> cache;
+  auto it = cache.find(op);
+  OpCounter* c = it != cache.end() ? it->second : (cache[op] = counter_for(op));
+  c->count.fetch_add(1, std::memory_order_relaxed);
 }
 
 void record_fallback(const std::string& op) {

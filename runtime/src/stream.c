@@ -23,6 +23,7 @@ struct vnc_stream {
   task *head, *tail;
   uint64_t enqueued, completed;
   int worker_waiting, waiters;
+  atomic_uint_fast64_t posted; /* launches so far, readable without the lock (worker's spin) */
   vnc_status err;
   char err_msg[1024];
 };
@@ -42,10 +43,25 @@ static atomic_uint pool_cursor[VNC_MAX_DEVICES];
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local vnc_stream *current_streams[VNC_MAX_DEVICES];
 
+/* An idle worker polls for up to SPIN_NS before it sleeps: back-to-back small launches then
+ * cost no futex wake-up (the adaptive wait of a mutex); beyond that it blocks. */
+#define SPIN_NS 20000
+
 static void *worker_main(void *arg) {
   vnc_stream *s = arg;
   pthread_mutex_lock(&s->m);
   for (;;) {
+    if (s->head == NULL) {
+      uint_fast64_t seen = atomic_load_explicit(&s->posted, memory_order_relaxed);
+      pthread_mutex_unlock(&s->m);
+      uint64_t t0 = vnc_now_ns();
+      while (atomic_load_explicit(&s->posted, memory_order_acquire) == seen && vnc_now_ns() - t0 < SPIN_NS) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      pthread_mutex_lock(&s->m);
+    }
     while (s->head == NULL) {
       s->worker_waiting = 1;
       pthread_cond_wait(&s->work_cv, &s->m);
@@ -163,6 +179,7 @@ static vnc_status enqueue(vnc_stream *s, const char *op, vnc_task_fn fn, const v
   else s->head = t;
   s->tail = t;
   s->enqueued++;
+  atomic_store_explicit(&s->posted, s->enqueued, memory_order_release);
   if (ticket) *ticket = s->enqueued;
   if (s->worker_waiting) pthread_cond_signal(&s->work_cv);
   pthread_mutex_unlock(&s->m);
