@@ -356,6 +356,25 @@ struct InputTyped {  // bool-valued tests of the input: compute in the input's o
   }
 };
 
+// x ** scalar: ATen's special cases (0: ones, 1: copy) and integer checks, then pow with the
+// exponent as a scalar operand.
+struct PowScalar {
+  template <class M>
+  static void run(M& op, const at::Tensor& self, const at::Scalar& exponent, const at::Tensor& out) {
+    if (exponent.equal(0.0) || exponent.equal(false)) {
+      const_cast<at::Tensor&>(out).fill_(1);
+      return;
+    }
+    if (exponent.equal(1.0) || exponent.equal(true)) {
+      const_cast<at::Tensor&>(out).copy_(self);
+      return;
+    }
+    TORCH_CHECK(!(at::isIntegralType(op.common_dtype(), true) && exponent.isIntegral(true) && exponent.toLong() < 0),
+                "Integers to negative integer powers are not allowed.");
+    launch_ew(op, VNC_EW_pow, no_params(), "aten::pow", {exponent.toDouble()});
+  }
+};
+
 struct LerpScalar {
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& w, const at::Tensor&) {
@@ -567,6 +586,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
        Plain<VNC_EW_remainder>, T)
   REG3("fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", structured_fmod_Tensor, Plain<VNC_EW_fmod>, T)
   REG3("pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", structured_pow_Tensor_Tensor, Plain<VNC_EW_pow>, T)
+  REG3("pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out", structured_pow_Tensor_Scalar, PowScalar, S)
   REG3("atan2", "atan2_", "atan2.out", structured_atan2, Plain<VNC_EW_atan2>, T)
   REG2("maximum", "maximum.out", structured_maximum, Plain<VNC_EW_maximum>, T)
   REG2("minimum", "minimum.out", structured_minimum, Plain<VNC_EW_minimum>, T)

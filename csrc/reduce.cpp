@@ -11,6 +11,7 @@
 #include <ATen/ops/any_meta.h>
 #include <ATen/ops/argmax_meta.h>
 #include <ATen/ops/argmin_meta.h>
+#include <ATen/ops/linalg_vector_norm_meta.h>
 #include <ATen/ops/max_meta.h>
 #include <ATen/ops/mean_meta.h>
 #include <ATen/ops/min_meta.h>
@@ -133,6 +134,20 @@ at::Tensor extreme_all(const at::Tensor& self) {
   return out;
 }
 
+// linalg_vector_norm: ord 0 (nonzero count), +-inf (max/min |x|), or (sum |x|^ord)^(1/ord).
+struct VectorNorm {
+  template <class M>
+  static void run(M&, const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType>, const at::Tensor& out) {
+    TORCH_CHECK(!self.is_complex(), "linalg.vector_norm of complex tensors is not natively supported on neuron");
+    at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
+    auto iter = at::meta::make_reduction(self, out, dims, keepdim, self.scalar_type());
+    vnc_reduce_params p{};
+    p.p = ord.toDouble();
+    launch_reduce(iter, VNC_RED_NORM, "aten::linalg_vector_norm", 1, p);
+  }
+};
+
 // any() / all() over all elements.
 template <vnc_reduce_op OP>
 at::Tensor& any_all_out(const at::Tensor& self, at::Tensor& out) {
@@ -181,6 +196,7 @@ at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::o
 
 using OptDims = at::OptionalIntArrayRef;
 using OptType = std::optional<at::ScalarType>;
+using S = const at::Scalar&;
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG2("sum.dim_IntList", "sum.IntList_out", structured_sum_dim_IntList, SumLike<VNC_RED_SUM>, OptDims, bool, OptType)
@@ -190,6 +206,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG2("amin", "amin.out", structured_amin, Extreme<VNC_RED_AMIN>, at::IntArrayRef, bool)
   REG2("argmax", "argmax.out", structured_argmax, Arg<VNC_RED_ARGMAX>, std::optional<int64_t>, bool)
   REG2("argmin", "argmin.out", structured_argmin, Arg<VNC_RED_ARGMIN>, std::optional<int64_t>, bool)
+  REG2("linalg_vector_norm", "linalg_vector_norm.out", structured_linalg_vector_norm, VectorNorm, S, OptDims, bool, OptType)
   REG2("any.dim", "any.out", structured_any_dim, AnyAll<VNC_RED_ANY>, int64_t, bool)
   REG2("any.dims", "any.dims_out", structured_any_dims, AnyAll<VNC_RED_ANY>, OptDims, bool)
   REG2("all.dim", "all.out", structured_all_dim, AnyAll<VNC_RED_ALL>, int64_t, bool)
