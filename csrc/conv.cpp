@@ -56,6 +56,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     run_cpu_fallback("aten::convolution", "", stack);
     return stack.back().toTensor();
   }
+  const at::Tensor no_bias;
+  check_same_device("aten::convolution_overrideable", input, {&weight, bias ? &*bias : &no_bias});
   record_native("aten::convolution_overrideable");
   if (input.scalar_type() == at::kDouble) warn_float64("aten::convolution_overrideable");
   vnc_conv2d p = conv_params(input, weight, stride, padding, dilation, groups);
@@ -87,6 +89,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     run_cpu_fallback("aten::convolution_backward", "", stack);
     return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
   }
+  check_same_device("aten::convolution_backward_overrideable", input, {&grad_output, &weight});
   record_native("aten::convolution_backward_overrideable");
   vnc_conv2d p = conv_params(input, weight, stride, padding, dilation, groups);
   at::Tensor go = grad_output.contiguous(), x = input.contiguous(), w = weight.contiguous();
@@ -128,6 +131,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
                                                          double momentum, double eps) {
   record_native("aten::native_batch_norm");
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dims, got ", input.sizes());
+  for (auto* t : {&weight, &bias, &running_mean, &running_var})
+    if (*t) check_same_device("aten::native_batch_norm", input, {&**t});
   const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
   const int32_t pdt = param_dtype(input, {&weight, &bias, &running_mean, &running_var});
   for (auto [t, name] : {std::pair{&weight, "weight"}, {&bias, "bias"}, {&running_mean, "running_mean"}, {&running_var, "running_var"}})
@@ -154,6 +159,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
     std::array<bool, 3> mask) {
+  check_same_device("aten::native_batch_norm_backward", input, {&grad_out});
+  for (auto* t : {&weight, &running_mean, &running_var, &save_mean, &save_invstd})
+    if (*t) check_same_device("aten::native_batch_norm_backward", input, {&**t});
   record_native("aten::native_batch_norm_backward");
   const int64_t N = input.size(0), C = input.size(1), S = input.numel() / std::max<int64_t>(N * C, 1);
   const int32_t pdt = param_dtype(input, {&weight, &running_mean, &running_var, &save_mean});
@@ -228,6 +236,7 @@ at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
                                     const at::Tensor& indices, at::Tensor& grad_input) {
   Structured<at::meta::structured_max_pool2d_with_indices_backward> op(Mode::Out, {grad_input});
   op.meta(grad_output, self, k, s, pad, dil, ceil_mode, indices);
+  check_same_device("aten::max_pool2d_with_indices_backward", self, {&grad_output, &indices});
   record_native("aten::max_pool2d_with_indices_backward");
   at::Tensor go = grad_output.contiguous(), idx = indices.contiguous();
   const at::Tensor& gi = op.maybe_get_output(0);

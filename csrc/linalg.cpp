@@ -28,6 +28,7 @@ vnc_matrix matrix(const at::Tensor& t) {
 
 // out = alpha * a @ b + beta * out, for 2-D (or batched 3-D) operands.
 void gemm(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, double alpha, double beta) {
+  check_same_device(name, out, {&a, &b});
   record_native(name);
   if (out.scalar_type() == at::kDouble) warn_float64(name);
   const bool batched = out.dim() == 3;

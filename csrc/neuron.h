@@ -52,6 +52,11 @@ std::vector<std::string> fallback_op_list();
 int64_t fallback_op_total();
 void clear_op_tracking();
 
+// Raises PyTorch's "Expected all tensors to be on the same device" error (naming `op`) unless
+// every defined tensor is on `ref`'s device. Kernels that read tensors by pointer call it:
+// a host tensor's memory would otherwise be read after the call returned.
+void check_same_device(const char* op, const at::Tensor& ref, std::initializer_list<const at::Tensor*> others);
+
 // Runs the ATen op `name`.`overload` through the visible CPU fallback on a boxed stack of
 // arguments (results replace them): for configurations a native kernel does not cover.
 void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::IValue>& stack);

@@ -73,6 +73,7 @@ struct SoftmaxBackward {
   static void run(M&, const at::Tensor& grad, const at::Tensor& output, int64_t dim, at::ScalarType,
                   const at::Tensor& out) {
     const char* name = LOG ? "aten::_log_softmax_backward_data" : "aten::_softmax_backward_data";
+    check_same_device(name, out, {&grad, &output});
     record_native(name);
     int64_t d = at::maybe_wrap_dim(dim, grad.dim());
     at::Tensor g = grad.contiguous(), y = output.contiguous();
@@ -115,6 +116,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
                                       b.defined() ? std::optional<at::Tensor>(b.to(at::kFloat)) : std::nullopt, eps);
     return {y.to(input.scalar_type()), mean, rstd};
   }
+  check_same_device("aten::native_layer_norm", input, {&w, &b});
   record_native("aten::native_layer_norm");
   if (input.scalar_type() == at::kDouble) warn_float64("aten::native_layer_norm");
   at::Tensor x = input.contiguous();
@@ -144,6 +146,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     return {dx.defined() ? dx.to(input.scalar_type()) : dx, dw.defined() && w.defined() ? dw.to(w.scalar_type()) : dw,
             db.defined() && b.defined() ? db.to(b.scalar_type()) : db};
   }
+  check_same_device("aten::native_layer_norm_backward", input, {&grad_out, &mean, &rstd, &w});
   record_native("aten::native_layer_norm_backward");
   at::Tensor x = input.contiguous(), dy = grad_out.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
   at::Tensor wc = w.defined() ? w.contiguous() : w;
@@ -166,6 +169,8 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self
                                                           int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
   Structured<at::meta::structured_nll_loss_forward, 2> op(Mode::Out, {output, total_weight});
   op.meta(self, target, to_meta(weight), reduction, ignore_index);
+  const at::Tensor no_weight;
+  check_same_device("aten::nll_loss_forward", self, {&target, weight ? &*weight : &no_weight});
   record_native("aten::nll_loss_forward");
   const int64_t N = self.dim() == 2 ? self.size(0) : 1, C = self.size(self.dim() - 1);
   at::Tensor x = self.contiguous(), t = target.to(at::kLong).contiguous();
@@ -195,6 +200,8 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
                                   const at::Tensor& total_weight, at::Tensor& grad_input) {
   Structured<at::meta::structured_nll_loss_backward> op(Mode::Out, {grad_input});
   op.meta(grad_output, self, target, to_meta(weight), reduction, ignore_index, total_weight);
+  const at::Tensor no_weight;
+  check_same_device("aten::nll_loss_backward", self, {&grad_output, &target, &total_weight, weight ? &*weight : &no_weight});
   record_native("aten::nll_loss_backward");
   const int64_t N = self.dim() == 2 ? self.size(0) : 1, C = self.size(self.dim() - 1);
   at::Tensor t = target.to(at::kLong).contiguous(), go = grad_output.contiguous();
@@ -251,6 +258,7 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
 
 at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
                                     c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  check_same_device("aten::embedding_dense_backward", grad_output, {&indices});
   record_native("aten::embedding_dense_backward");
   const int64_t nw = num_weights.expect_int(), D = grad_output.size(grad_output.dim() - 1);
   at::Tensor idx = indices.contiguous().reshape(-1);
@@ -302,6 +310,7 @@ struct Tri {
 // cat: ATen's meta sizes the output (and checks shapes, dtypes, devices); each input is
 // then one stream-ordered copy into its slice of the output.
 void cat_into(const at::ITensorListRef& tensors, int64_t dim, const at::Tensor& out) {
+  for (const at::Tensor& t : tensors) check_same_device("aten::cat", out, {&t});
   record_native("aten::cat");
   int64_t offset = 0;
   for (const at::Tensor& t : tensors) {

@@ -619,6 +619,13 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+void check_same_device(const char* op, const at::Tensor& ref, std::initializer_list<const at::Tensor*> others) {
+  for (const at::Tensor* t : others)
+    TORCH_CHECK(!t->defined() || t->device() == ref.device(),
+                "Expected all tensors to be on the same device, but found at least two devices, ", ref.device(), " and ",
+                t->device(), "! (in ", op, ")");
+}
+
 void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::IValue>& stack) {
   auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
   neuron_fallback(op, &stack);

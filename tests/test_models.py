@@ -197,3 +197,16 @@ def test_plan_cache_is_bounded():
         print(s["entries"], s["capacity"], s["evictions"] > 0)
     """, env={"TORCH_NEURONX_PLAN_CACHE_SIZE": "8"}).stdout.split()
     assert out == ["8", "8", "True"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.mm(torch.ones(2, 3, device=d), torch.ones(3, 2)),
+    lambda d: torch.nn.functional.cross_entropy(torch.randn(4, 5, device=d), torch.tensor([0, 1, 2, 3])),
+    lambda d: torch.nn.functional.layer_norm(torch.randn(2, 4, device=d), (4,), torch.ones(4)),
+    lambda d: torch.nn.functional.conv2d(torch.randn(1, 2, 5, 5, device=d), torch.randn(3, 2, 3, 3)),
+    lambda d: torch.cat([torch.ones(2, device=d), torch.ones(2)]),
+], ids=["mm", "cross_entropy", "layer_norm", "conv2d", "cat"])
+def test_native_kernels_refuse_host_tensors(call):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        call("neuron")
+    assert torch.ones(3, device="neuron").sum().item() == 3.0
