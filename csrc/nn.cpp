@@ -336,6 +336,23 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   return std::move(op.outs[0]);
 }
 
+// native_dropout / its backward, composed from native ops; the mask comes from the neuron
+// Philox generator (bernoulli_), so it follows torch.manual_seed like every neuron RNG op.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  if ((train.has_value() && !*train) || p == 0 || input.numel() == 0)
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  if (p == 1) return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+  mask.bernoulli_(1 - p);
+  return {input.mul(mask).mul_(1.0 / (1.0 - p)), mask};
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
+  return grad_output.mul(mask).mul_(scale);
+}
+
 }  // namespace
 
 using T = const at::Tensor&;
@@ -363,6 +380,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
   m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("native_dropout", TORCH_FN(native_dropout));
+  m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
   m.impl("cat", TORCH_FN(cat));
   m.impl("cat.out", TORCH_FN(cat_out));
   m.impl("tril", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::functional<Tri<false>>)));

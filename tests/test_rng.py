@@ -136,3 +136,22 @@ def test_dropout_style_masks_differ_per_call(neuron):
     m2 = torch.empty(1000, device=neuron).bernoulli_(0.5)
     assert not torch.equal(m1.cpu(), m2.cpu())
     assert math.isclose(torch.neuron.get_rng_state()[8:].view(torch.int64).item(), 2000)
+
+
+def test_dropout_is_native_seeded_and_scaled(neuron):
+    import torch_neuronx
+    x = torch.ones(20000, device=neuron, requires_grad=True)
+    torch.manual_seed(9)
+    torch_neuronx.clear_op_tracking()
+    y = torch.nn.functional.dropout(x, p=0.25, training=True)
+    y.sum().backward()
+    assert torch_neuronx.get_fallback_ops() == []
+    yc = y.detach().cpu()
+    kept = yc != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.02
+    assert torch.allclose(yc[kept], torch.full_like(yc[kept], 1 / 0.75))
+    assert torch.equal(x.grad.cpu(), yc)  # d(sum)/dx = mask * scale
+    torch.manual_seed(9)
+    again = torch.nn.functional.dropout(x.detach(), p=0.25, training=True).cpu()
+    assert torch.equal(again, yc)
+    assert torch.equal(torch.nn.functional.dropout(x.detach(), p=0.25, training=False).cpu(), x.detach().cpu())
