@@ -350,7 +350,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
-  return grad_output.mul(mask).mul_(scale);
+  return grad_output.mul(mask).mul(scale);  // out of place: integer gradients promote, as ATen
 }
 
 }  // namespace
