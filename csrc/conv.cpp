@@ -11,12 +11,7 @@
 namespace torch_neuronx {
 namespace {
 
-void* ptr(const at::Tensor& t) {
-  return t.defined() && t.numel() ? static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * t.itemsize()
-                                  : nullptr;
-}
 int32_t dt(const at::Tensor& t) { return static_cast<int32_t>(t.scalar_type()); }
-vnc_stream* stream_of(const at::Tensor& t) { return current_vnc_stream(t.device().index()); }
 
 bool conv_native(const at::Tensor& input, bool transposed) {
   return !transposed && (input.dim() == 3 || input.dim() == 4) && at::isFloatingType(input.scalar_type());
@@ -69,8 +64,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   shape.push_back(p.OW);
   at::Tensor out = at::empty(shape, x.options());
   c10::DeviceGuard g(input.device());
-  check(vnc_conv2d_forward(stream_of(x), "aten::convolution_overrideable", &p, ptr(x), ptr(w), b.defined() ? ptr(b) : nullptr,
-                           ptr(out)));
+  check(vnc_conv2d_forward(stream_of(x), "aten::convolution_overrideable", &p, element_ptr(x), element_ptr(w), b.defined() ? element_ptr(b) : nullptr,
+                           element_ptr(out)));
   return out;
 }
 
@@ -97,8 +92,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   at::Tensor gw = mask[1] ? at::empty(weight.sizes(), w.options()) : at::Tensor();
   at::Tensor gb = mask[2] ? at::empty({weight.size(0)}, w.options()) : at::Tensor();
   c10::DeviceGuard g(input.device());
-  check(vnc_conv2d_backward(stream_of(x), "aten::convolution_backward_overrideable", &p, ptr(go), ptr(x), ptr(w),
-                            gi.defined() ? ptr(gi) : nullptr, gw.defined() ? ptr(gw) : nullptr, gb.defined() ? ptr(gb) : nullptr));
+  check(vnc_conv2d_backward(stream_of(x), "aten::convolution_backward_overrideable", &p, element_ptr(go), element_ptr(x), element_ptr(w),
+                            gi.defined() ? element_ptr(gi) : nullptr, gw.defined() ? element_ptr(gw) : nullptr, gb.defined() ? element_ptr(gb) : nullptr));
   return {gi, gw, gb};
 }
 
@@ -110,7 +105,7 @@ int32_t param_dtype(const at::Tensor& input, std::initializer_list<const std::op
   return dt(input);
 }
 
-void* opt_ptr(const std::optional<at::Tensor>& t) { return t && t->defined() ? ptr(*t) : nullptr; }
+void* opt_ptr(const std::optional<at::Tensor>& t) { return t && t->defined() ? element_ptr(*t) : nullptr; }
 
 void check_param(const std::optional<at::Tensor>& t, int32_t pdt, int64_t C, const char* what) {
   if (!t || !t->defined()) return;
@@ -145,9 +140,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   at::Tensor save_mean = at::empty({training ? C : 0}, popts), save_invstd = at::empty({training ? C : 0}, popts);
   auto w = dense(weight), b = dense(bias), rm = dense(running_mean), rv = dense(running_var);
   c10::DeviceGuard g(input.device());
-  check(vnc_batch_norm(stream_of(x), "aten::native_batch_norm", N, C, S, dt(x), ptr(x), opt_ptr(w), opt_ptr(b),
-                       opt_ptr(rm), opt_ptr(rv), pdt, training, momentum, eps, ptr(y),
-                       training ? ptr(save_mean) : nullptr, training ? ptr(save_invstd) : nullptr));
+  check(vnc_batch_norm(stream_of(x), "aten::native_batch_norm", N, C, S, dt(x), element_ptr(x), opt_ptr(w), opt_ptr(b),
+                       opt_ptr(rm), opt_ptr(rv), pdt, training, momentum, eps, element_ptr(y),
+                       training ? element_ptr(save_mean) : nullptr, training ? element_ptr(save_invstd) : nullptr));
   // running statistics updated in a dense copy go back to the caller's tensors
   if (training && rm && !rm->is_same(*running_mean)) running_mean->copy_(*rm);
   if (training && rv && !rv->is_same(*running_var)) running_var->copy_(*rv);
@@ -173,9 +168,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   c10::DeviceGuard g(input.device());
   auto w = dense(weight), rm = dense(running_mean), rv = dense(running_var), sm = dense(save_mean),
        si = dense(save_invstd);
-  check(vnc_batch_norm_backward(stream_of(x), "aten::native_batch_norm_backward", N, C, S, dt(x), ptr(dy), ptr(x),
-                                opt_ptr(w), opt_ptr(rm), opt_ptr(rv), opt_ptr(sm), opt_ptr(si), pdt, train, eps, dx.defined() ? ptr(dx) : nullptr,
-                                dw.defined() ? ptr(dw) : nullptr, db.defined() ? ptr(db) : nullptr));
+  check(vnc_batch_norm_backward(stream_of(x), "aten::native_batch_norm_backward", N, C, S, dt(x), element_ptr(dy), element_ptr(x),
+                                opt_ptr(w), opt_ptr(rm), opt_ptr(rv), opt_ptr(sm), opt_ptr(si), pdt, train, eps, dx.defined() ? element_ptr(dx) : nullptr,
+                                dw.defined() ? element_ptr(dw) : nullptr, db.defined() ? element_ptr(db) : nullptr));
   return {dx, dw, db};
 }
 
@@ -217,7 +212,7 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool2d_out(const at::Tensor& self, at::
   at::Tensor ic = i.is_contiguous() ? i : at::empty(i.sizes(), i.options());
   vnc_pool2d p = pool_params(x, oc, k, s, pad, dil);
   c10::DeviceGuard g(self.device());
-  check(vnc_max_pool2d(stream_of(x), "aten::max_pool2d_with_indices", &p, ptr(x), ptr(oc), static_cast<int64_t*>(ptr(ic))));
+  check(vnc_max_pool2d(stream_of(x), "aten::max_pool2d_with_indices", &p, element_ptr(x), element_ptr(oc), static_cast<int64_t*>(element_ptr(ic))));
   if (!oc.is_same(o)) o.copy_(oc);
   if (!ic.is_same(i)) i.copy_(ic);
   op.finish();
@@ -243,8 +238,8 @@ at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
   at::Tensor gc = gi.is_contiguous() ? gi : at::empty(gi.sizes(), gi.options());
   vnc_pool2d p = pool_params(self, go, k, s, pad, dil);
   c10::DeviceGuard g(self.device());
-  check(vnc_max_pool2d_backward(stream_of(go), "aten::max_pool2d_with_indices_backward", &p, ptr(go),
-                                static_cast<const int64_t*>(ptr(idx)), ptr(gc)));
+  check(vnc_max_pool2d_backward(stream_of(go), "aten::max_pool2d_with_indices_backward", &p, element_ptr(go),
+                                static_cast<const int64_t*>(element_ptr(idx)), element_ptr(gc)));
   if (!gc.is_same(gi)) gi.copy_(gc);
   op.finish();
   return grad_input;
@@ -272,7 +267,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef size_
   const int64_t planes = self.numel() / (self.size(-1) * self.size(-2));
   c10::DeviceGuard g(self.device());
   check(vnc_adaptive_avg_pool2d(stream_of(x), "aten::_adaptive_avg_pool2d", planes, self.size(-2), self.size(-1), size[0],
-                                size[1], dt(x), ptr(x), ptr(out)));
+                                size[1], dt(x), element_ptr(x), element_ptr(out)));
   return out;
 }
 
@@ -283,7 +278,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at:
   const int64_t planes = self.numel() / std::max<int64_t>(self.size(-1) * self.size(-2), 1);
   c10::DeviceGuard g(self.device());
   check(vnc_adaptive_avg_pool2d_backward(stream_of(go), "aten::_adaptive_avg_pool2d_backward", planes, self.size(-2),
-                                         self.size(-1), go.size(-2), go.size(-1), dt(go), ptr(go), ptr(gi)));
+                                         self.size(-1), go.size(-2), go.size(-1), dt(go), element_ptr(go), element_ptr(gi)));
   return gi;
 }
 

@@ -23,13 +23,17 @@ void raise_status(vnc_status st, const char* what) {
   TORCH_CHECK(false, msg);
 }
 
+void* element_ptr(const at::TensorBase& t) {
+  return t.defined() && t.numel() ? static_cast<char*>(t.storage().mutable_data()) +
+                                        t.storage_offset() * static_cast<int64_t>(t.itemsize())
+                                  : nullptr;
+}
+
 vnc_tensor to_vnc(const at::TensorBase& t) {
   vnc_tensor v;
   TORCH_CHECK(t.dim() <= VNC_MAX_DIMS, "neuron supports tensors of at most ", VNC_MAX_DIMS,
               " dims, got ", t.dim());
-  v.data = t.numel() ? static_cast<char*>(t.storage().mutable_data()) +
-                           t.storage_offset() * static_cast<int64_t>(t.itemsize())
-                     : nullptr;
+  v.data = element_ptr(t);
   v.ndim = static_cast<int32_t>(t.dim());
   v.dtype = static_cast<int32_t>(t.scalar_type());
   for (int64_t d = 0; d < t.dim(); d++) {

@@ -165,7 +165,7 @@ void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& 
   if (it.numel == 0) return;
   const at::Tensor& out = iter.tensor(0);
   c10::DeviceGuard guard(out.device());
-  check(vnc_elementwise(current_vnc_stream(out.device().index()), name, op, &it,
+  check(vnc_elementwise(stream_of(out), name, op, &it,
                         static_cast<int32_t>(compute), &params, mask, scalars.data()));
 }
 

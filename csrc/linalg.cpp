@@ -17,7 +17,7 @@ namespace {
 // A 2-D or 3-D tensor as a (batch of) matrices; a 1-D tensor as a column.
 vnc_matrix matrix(const at::Tensor& t) {
   vnc_matrix m{};
-  m.data = t.numel() ? static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * t.itemsize() : nullptr;
+  m.data = element_ptr(t);
   m.dtype = static_cast<int32_t>(t.scalar_type());
   const int64_t d = t.dim();
   m.batch_stride = d == 3 ? t.stride(0) : 0;
@@ -42,7 +42,7 @@ void gemm(const char* name, const at::Tensor& a, const at::Tensor& b, const at::
     C.col_stride = 1;
   }
   c10::DeviceGuard guard(out.device());
-  check(vnc_gemm(current_vnc_stream(out.device().index()), name, batch, M, N, K, alpha, &A, &B, beta, &C));
+  check(vnc_gemm(stream_of(out), name, batch, M, N, K, alpha, &A, &B, beta, &C));
 }
 
 // beta * self (broadcast) + alpha * product: self is copied into out first unless beta is 0.

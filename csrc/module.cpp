@@ -86,6 +86,12 @@ PyObject* py_synchronize(PyObject*, PyObject* arg) {
   END_HANDLE_TH_ERRORS
 }
 
+PyObject* py_physical_id(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  return PyLong_FromLong(vnc_device_physical_id(device_arg(arg)));
+  END_HANDLE_TH_ERRORS
+}
+
 PyObject* py_capacity(PyObject*, PyObject* arg) {
   HANDLE_TH_ERRORS
   return PyLong_FromUnsignedLongLong(vnc_device_capacity(device_arg(arg)));
@@ -290,6 +296,7 @@ PyMethodDef methods[] = {
     {"_check_device", py_check_device, METH_O, nullptr},
     {"_synchronize", py_synchronize, METH_O, nullptr},
     {"_capacity", py_capacity, METH_O, nullptr},
+    {"_physical_id", py_physical_id, METH_O, nullptr},
     {"_memory_stats", py_memory_stats, METH_O, nullptr},
     {"_empty_cache", py_empty_cache, METH_NOARGS, nullptr},
     {"_plan_cache_stats", py_plan_cache_stats, METH_NOARGS, nullptr},

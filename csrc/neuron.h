@@ -24,6 +24,9 @@ inline void check(vnc_status st, const char* what = nullptr) {
   if (st != VNC_OK) raise_status(st, what);
 }
 
+// Address of element [0,...,0] (storage offset applied); nullptr for an empty or undefined tensor.
+void* element_ptr(const at::TensorBase& t);
+
 // The runtime's view of a tensor (any device): data pointer with storage offset applied,
 // sizes, strides, dtype.
 vnc_tensor to_vnc(const at::TensorBase& t);
@@ -35,8 +38,9 @@ vnc_iter iter_geometry(const at::TensorIteratorBase& iter);
 // The runtime stream behind a c10::Stream, and back.
 vnc_stream* vnc_stream_of(const c10::Stream& s);
 c10::Stream c10_stream_of(vnc_stream* s);
-// The calling thread's current runtime stream on `device`.
+// The calling thread's current runtime stream on `device`, or on a tensor's device.
 vnc_stream* current_vnc_stream(c10::DeviceIndex device);
+inline vnc_stream* stream_of(const at::TensorBase& t) { return current_vnc_stream(t.device().index()); }
 
 // Runs `release(arg)` on `stream` after all work enqueued so far (cudaLaunchHostFunc's
 // role): used to keep host memory alive until a non_blocking copy has read or written it.

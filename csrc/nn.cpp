@@ -18,17 +18,11 @@
 namespace torch_neuronx {
 namespace {
 
-void* base_ptr(const at::Tensor& t) {
-  return t.numel() ? static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * t.itemsize() : nullptr;
-}
-
-vnc_stream* stream_of(const at::Tensor& t) { return current_vnc_stream(t.device().index()); }
-
 // A contiguous tensor as rows around `dim`.
 vnc_rows rows_of(const at::Tensor& t, int64_t dim) {
   TORCH_INTERNAL_ASSERT(t.is_contiguous());
   vnc_rows r{};
-  r.data = base_ptr(t);
+  r.data = element_ptr(t);
   r.dtype = static_cast<int32_t>(t.scalar_type());
   r.outer = 1;
   for (int64_t d = 0; d < dim; d++) r.outer *= t.size(d);
@@ -126,8 +120,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   at::Tensor wc = w.defined() ? w.contiguous() : w, bc = b.defined() ? b.contiguous() : b;
   c10::DeviceGuard g(input.device());
   auto dt = static_cast<int32_t>(x.scalar_type());
-  check(vnc_layer_norm(stream_of(x), "aten::native_layer_norm", M, N, dt, base_ptr(x), wc.defined() ? base_ptr(wc) : nullptr,
-                       bc.defined() ? base_ptr(bc) : nullptr, eps, base_ptr(y), base_ptr(mean), base_ptr(rstd), dt));
+  check(vnc_layer_norm(stream_of(x), "aten::native_layer_norm", M, N, dt, element_ptr(x), wc.defined() ? element_ptr(wc) : nullptr,
+                       bc.defined() ? element_ptr(bc) : nullptr, eps, element_ptr(y), element_ptr(mean), element_ptr(rstd), dt));
   return {y, mean, rstd};
 }
 
@@ -155,10 +149,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
   at::Tensor db = mask[2] && b.defined() ? at::empty(b.sizes(), x.options()) : at::Tensor();
   c10::DeviceGuard g(input.device());
   auto dt = static_cast<int32_t>(x.scalar_type());
-  check(vnc_layer_norm_backward(stream_of(x), "aten::native_layer_norm_backward", M, N, dt, base_ptr(dy), base_ptr(x),
-                                base_ptr(mc), base_ptr(rc), dt, wc.defined() ? base_ptr(wc) : nullptr,
-                                dx.defined() ? base_ptr(dx) : nullptr, dw.defined() ? base_ptr(dw) : nullptr,
-                                db.defined() ? base_ptr(db) : nullptr));
+  check(vnc_layer_norm_backward(stream_of(x), "aten::native_layer_norm_backward", M, N, dt, element_ptr(dy), element_ptr(x),
+                                element_ptr(mc), element_ptr(rc), dt, wc.defined() ? element_ptr(wc) : nullptr,
+                                dx.defined() ? element_ptr(dx) : nullptr, dw.defined() ? element_ptr(dw) : nullptr,
+                                db.defined() ? element_ptr(db) : nullptr));
   return {dx, dw, db};
 }
 
@@ -179,9 +173,9 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self
   const at::Tensor& tw = op.maybe_get_output(1);
   c10::DeviceGuard g(self.device());
   into_contiguous(out, [&](const at::Tensor& o) {
-    check(vnc_nll_loss(stream_of(x), "aten::nll_loss_forward", N, C, static_cast<int32_t>(x.scalar_type()), base_ptr(x),
-                       static_cast<const int64_t*>(base_ptr(t)), w.defined() ? base_ptr(w) : nullptr, static_cast<int>(reduction),
-                       ignore_index, base_ptr(o), base_ptr(tw)));
+    check(vnc_nll_loss(stream_of(x), "aten::nll_loss_forward", N, C, static_cast<int32_t>(x.scalar_type()), element_ptr(x),
+                       static_cast<const int64_t*>(element_ptr(t)), w.defined() ? element_ptr(w) : nullptr, static_cast<int>(reduction),
+                       ignore_index, element_ptr(o), element_ptr(tw)));
   });
   op.finish();
   return {output, total_weight};
@@ -210,9 +204,9 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
   c10::DeviceGuard g(self.device());
   into_contiguous(op.maybe_get_output(0), [&](const at::Tensor& gi) {
     check(vnc_nll_loss_backward(stream_of(gi), "aten::nll_loss_backward", N, C, static_cast<int32_t>(gi.scalar_type()),
-                                base_ptr(go), go.dim() ? go.stride(0) : 0, static_cast<const int64_t*>(base_ptr(t)),
-                                w.defined() ? base_ptr(w) : nullptr, static_cast<int>(reduction), ignore_index, base_ptr(tw),
-                                base_ptr(gi)));
+                                element_ptr(go), go.dim() ? go.stride(0) : 0, static_cast<const int64_t*>(element_ptr(t)),
+                                w.defined() ? element_ptr(w) : nullptr, static_cast<int>(reduction), ignore_index, element_ptr(tw),
+                                element_ptr(gi)));
   });
   op.finish();
   return grad_input;
@@ -245,7 +239,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   into_contiguous(out, [&](const at::Tensor& o) {
     vnc_rows s = rows_of(src, self.dim() ? d : 0), dst = rows_of(self.dim() ? o : o.reshape({1}), self.dim() ? d : 0);
     c10::DeviceGuard g(self.device());
-    check(vnc_index_select(stream_of(src), "aten::index_select", &s, base_ptr(idx), static_cast<int32_t>(idx.scalar_type()), 1,
+    check(vnc_index_select(stream_of(src), "aten::index_select", &s, element_ptr(idx), static_cast<int32_t>(idx.scalar_type()), 1,
                            idx.numel(), &dst));
   });
   return out;
@@ -266,7 +260,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
   at::Tensor out = at::empty({nw, D}, grad_output.options());
   vnc_rows dst = rows_of(out, 0), src = rows_of(g, 0);
   c10::DeviceGuard guard(out.device());
-  check(vnc_index_add_rows(stream_of(out), "aten::embedding_dense_backward", &dst, base_ptr(idx),
+  check(vnc_index_add_rows(stream_of(out), "aten::embedding_dense_backward", &dst, element_ptr(idx),
                            static_cast<int32_t>(idx.scalar_type()), idx.numel(), &src, padding_idx.expect_int(),
                            scale_grad_by_freq, 1));
   return out;

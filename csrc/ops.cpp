@@ -272,8 +272,6 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 // ---------------------------------------------------------------- copies
 
-vnc_stream* stream_for(const at::Tensor& t) { return current_vnc_stream(t.device().index()); }
-
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   NEURON_TRACK("aten::copy_");
   if (dst.numel() == 0) return dst;
@@ -285,7 +283,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   bool dst_dev = dst.device().type() == kNeuron, src_dev = src.device().type() == kNeuron;
   if (dst_dev && src_dev) {
     c10::DeviceGuard guard(dst.device());
-    vnc_stream* stream = stream_for(dst);
+    vnc_stream* stream = stream_of(dst);
     if (dst.device() == src.device()) {
       if (d.data == s.data && dst.strides() == src.strides() && dst.sizes() == src.sizes() &&
           dst.scalar_type() == src.scalar_type())
@@ -296,7 +294,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       // Cross-core: the copy runs on dst's stream after src's pending work.
       vnc_event* ev = nullptr;
       check(vnc_event_create(0, &ev));
-      vnc_status st = vnc_event_record(ev, stream_for(src));
+      vnc_status st = vnc_event_record(ev, stream_of(src));
       if (st == VNC_OK) st = vnc_stream_wait_event(stream, ev);
       vnc_event_destroy(ev);
       check(st);
@@ -311,7 +309,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   const at::Tensor& host = dst_dev ? src : dst;
   TORCH_CHECK(host.is_cpu(), "copy_ between ", src.device(), " and ", dst.device(), " is not supported");
   c10::DeviceGuard guard(dev.device());
-  vnc_stream* stream = stream_for(dev);
+  vnc_stream* stream = stream_of(dev);
   check(vnc_copy(stream, "aten::copy_", &d, &s));
   if (non_blocking && is_pinned_ptr(host.storage().data())) {
     keep_alive_until_done(stream, host.storage());  // the copy reads/writes it later
@@ -333,7 +331,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   vnc_tensor d = to_vnc(host), s = to_vnc(self);
   s.ndim = 0;
   c10::DeviceGuard guard(self.device());
-  vnc_stream* stream = stream_for(self);
+  vnc_stream* stream = stream_of(self);
   check(vnc_copy(stream, "aten::_local_scalar_dense", &d, &s));
   check(vnc_stream_synchronize(stream));
   return host.item();
@@ -360,7 +358,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   }
   vnc_tensor t = to_vnc(self);
   c10::DeviceGuard guard(self.device());
-  check(vnc_fill(stream_for(self), "aten::fill_", &t, bytes));
+  check(vnc_fill(stream_of(self), "aten::fill_", &t, bytes));
   return self;
 }
 
@@ -381,7 +379,7 @@ at::Tensor& random_fill(at::Tensor& self, const char* op, const std::optional<at
   c10::DeviceGuard guard(self.device());
   auto [seed, offset] = philox_reserve(gen, self.device().index(), self.numel());
   vnc_tensor t = to_vnc(self);
-  check(launch(stream_for(self), &t, seed, offset));
+  check(launch(stream_of(self), &t, seed, offset));
   return self;
 }
 

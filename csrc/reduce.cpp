@@ -32,7 +32,7 @@ void launch_reduce(at::TensorIteratorBase& iter, vnc_reduce_op op, const char* n
   vnc_iter it = iter_geometry(iter);
   const at::Tensor& out = iter.tensor(0);
   c10::DeviceGuard guard(out.device());
-  check(vnc_reduce(current_vnc_stream(out.device().index()), name, op, &it, nout, &params));
+  check(vnc_reduce(stream_of(out), name, op, &it, nout, &params));
 }
 
 // sum / mean / prod. ATen casts the input to the output dtype first; the runtime converts

@@ -152,19 +152,7 @@ class _NeuronDeviceProperties:
 def get_device_properties(device: Any = None) -> _NeuronDeviceProperties:
     """Name, memory capacity in bytes (``total_memory``) and physical core of a device."""
     idx = _index(device)
-    visible = _parse_visible()
-    return _NeuronDeviceProperties(f"neuron:{idx}", _C._capacity(idx), visible[idx] if visible else idx)
-
-
-def _parse_visible() -> list[int] | None:
-    import os
-
-    spec = os.environ.get("NEURON_RT_VISIBLE_CORES", "")
-    out: list[int] = []
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out or None
+    return _NeuronDeviceProperties(f"neuron:{idx}", _C._capacity(idx), _C._physical_id(idx))
 
 
 # ---------------------------------------------------------------- streams and events

@@ -133,7 +133,6 @@ typedef struct ew_task {
   uint32_t scalar_mask;
   _Alignas(16) vnc_scalar_bytes scalars[VNC_ITER_MAX_OPERANDS]; /* read in place as any dtype */
   int fault;
-  char op_name[48];
 } ew_task;
 
 static void ew_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {

@@ -321,9 +321,6 @@ typedef struct rows_task {
   int32_t index_dtype;
   int64_t index_stride, nidx, skip;
   int by_freq, zero_first;
-  int bad;
-  int64_t bad_value;
-  char op[48];
 } rows_task;
 
 static int64_t index_at(const rows_task *t, int64_t j) {
