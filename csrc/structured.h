@@ -16,7 +16,9 @@
 
 namespace torch_neuronx {
 
-enum class Mode { Functional, Inplace, Out };
+// Placeholder: the output is one broadcast element, for metas used only for the geometry
+// they compute (never written).
+enum class Mode { Functional, Inplace, Out, Placeholder };
 
 template <class Meta, size_t N = 1>
 struct Structured final : Meta {
@@ -49,6 +51,8 @@ struct Structured final : Meta {
     at::Tensor& out = outs[i];
     if (mode == Mode::Functional) {
       out = strides.empty() ? at::empty(sizes, options) : at::empty_strided(sizes, strides, options);
+    } else if (mode == Mode::Placeholder) {
+      out = at::empty({1}, options).expand(sizes);
     } else {
       if (mode == Mode::Out) {
         TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ",
@@ -85,29 +89,38 @@ inline at::OptionalTensorRef to_meta(const std::optional<at::Tensor>& t) {
   return t && t->defined() ? at::OptionalTensorRef(*t) : at::OptionalTensorRef();
 }
 
-// Impl: a type with static run(Meta& op, const at::Tensor& self, Args... args, const at::Tensor& out)
+// Impl: a type with static run(Pre& pre, const at::Tensor& self, Args... args, const at::Tensor& out),
+// where `pre` is the Structured op itself, or, for metas that precompute values (a wrapped
+// dim, index geometry), the struct the meta returned.
 template <class Meta, class... Args>
 struct Variants {
   template <class Impl>
+  static void invoke(Structured<Meta>& op, const at::Tensor& self, Args... args) {
+    if constexpr (std::is_void_v<decltype(op.meta(self, to_meta(args)...))>) {
+      op.meta(self, to_meta(args)...);
+      Impl::run(op, self, args..., op.maybe_get_output(0));
+    } else {
+      auto pre = op.meta(self, to_meta(args)...);
+      Impl::run(pre, self, args..., op.maybe_get_output(0));
+    }
+  }
+  template <class Impl>
   static at::Tensor functional(const at::Tensor& self, Args... args) {
     Structured<Meta> op(Mode::Functional);
-    op.meta(self, to_meta(args)...);
-    Impl::run(op, self, args..., op.maybe_get_output(0));
+    invoke<Impl>(op, self, args...);
     return std::move(op.outs[0]);
   }
   template <class Impl>
   static at::Tensor& inplace(at::Tensor& self, Args... args) {
     Structured<Meta> op(Mode::Inplace, {self});
-    op.meta(self, to_meta(args)...);
-    Impl::run(op, self, args..., op.maybe_get_output(0));
+    invoke<Impl>(op, self, args...);
     op.finish();
     return self;
   }
   template <class Impl>
   static at::Tensor& out(const at::Tensor& self, Args... args, at::Tensor& result) {
     Structured<Meta> op(Mode::Out, {result});
-    op.meta(self, to_meta(args)...);
-    Impl::run(op, self, args..., op.maybe_get_output(0));
+    invoke<Impl>(op, self, args...);
     op.finish();
     return result;
   }

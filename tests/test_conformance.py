@@ -49,7 +49,17 @@ def _xfails() -> dict[tuple[str, str], str]:
 
 NATIVE = _native_names()
 XFAIL = _xfails()
-OPS = [op for op in op_db if (op.aten_name or op.name) in NATIVE and op.name not in NONDETERMINISTIC]
+# OpInfos whose ATen kernel has another name than the OpInfo: the op the Python entry point reaches.
+KERNEL_OF = {"__getitem__": "index", "index_put": "_index_put_impl_"}
+
+
+def _is_native(op) -> bool:
+    name = op.aten_name or op.name
+    # The in-place kernel (index_fill_, masked_scatter_) serves the functional form too.
+    return name in NATIVE or name + "_" in NATIVE or KERNEL_OF.get(name) in NATIVE
+
+
+OPS = [op for op in op_db if _is_native(op) and op.name not in NONDETERMINISTIC]
 
 
 def _ident(op) -> str:

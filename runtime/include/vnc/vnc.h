@@ -14,4 +14,5 @@
 #include "gemm.h"
 #include "nn.h"
 #include "conv.h"
+#include "index.h"
 #endif

@@ -1,0 +1,440 @@
+// Indexing ops on the neuron key: advanced indexing (index, index_put_), gather, scatter
+// (with reductions), index_add/index_copy/index_fill_, nonzero, masked_select,
+// masked_scatter_, take, count_nonzero. ATen's meta functions check arguments and size
+// outputs; each op becomes one launch of the runtime's indexed copy (vnc/index.h) over a
+// TensorIterator [destination, source, index...] in which the indexed side has stride 0
+// along the indexed dims.
+#include "neuron.h"
+#include "structured.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/TensorAdvancedIndexingUtils.h>
+#include <ATen/ops/gather_meta.h>
+#include <ATen/ops/index_add_meta.h>
+#include <ATen/ops/index_copy_meta.h>
+#include <ATen/ops/index_meta.h>
+#include <ATen/ops/scatter_add_meta.h>
+#include <ATen/ops/scatter_meta.h>
+#include <ATen/ops/scatter_reduce_meta.h>
+#include <torch/library.h>
+
+#include <limits>
+
+namespace torch_neuronx {
+namespace {
+
+using IndexList = c10::List<std::optional<at::Tensor>>;
+
+// `t` (0-dim read as 1-dim) viewed with `sizes`, stride 0 along `dim`: the side the index
+// addresses, so that each element's offset comes from the index operand alone.
+at::Tensor restride(const at::Tensor& t, int64_t dim, at::IntArrayRef sizes) {
+  at::DimVector strides(t.strides().begin(), t.strides().end());
+  if (strides.empty()) strides.push_back(1);
+  strides[dim] = 0;
+  return t.as_strided(sizes, strides);
+}
+at::Tensor as_1d(const at::Tensor& t) { return t.dim() ? t : t.view({1}); }
+
+at::TensorIterator index_iter(const at::Tensor& dst, const at::Tensor& src, at::TensorList indices) {
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(false).check_all_same_dtype(false).resize_outputs(false);
+  config.add_output(dst).add_const_input(src);
+  for (const at::Tensor& i : indices) config.add_const_input(i);
+  return config.build();
+}
+
+void launch_index(const char* op, const at::TensorIteratorBase& iter, int direction, at::IntArrayRef sizes,
+                  at::IntArrayRef byte_strides, int64_t dim, int flags, vnc_index_reduce reduce) {
+  if (iter.numel() == 0) return;
+  const int nidx = iter.ntensors() - 2;
+  TORCH_CHECK(nidx <= VNC_INDEX_MAX, op, ": at most ", VNC_INDEX_MAX, " index tensors are supported, got ", nidx);
+  vnc_iter it = iter_geometry(iter);
+  c10::DeviceGuard guard(iter.tensor(0).device());
+  check(vnc_index(stream_of(iter.tensor(0)), op, &it, direction, nidx, sizes.data(), byte_strides.data(), dim, flags,
+                  reduce));
+}
+
+// Index tensors on another device (CPU indices of a neuron tensor, as CUDA allows) are moved
+// to self's device before the kernel reads them.
+IndexList on_device(const at::Tensor& self, const IndexList& indices) {
+  IndexList out;
+  out.reserve(indices.size());
+  for (size_t k = 0; k < indices.size(); k++) {
+    std::optional<at::Tensor> t = indices.get(k);
+    if (t && t->defined() && t->device() != self.device()) t = t->to(self.device());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- advanced indexing
+
+at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tensor& out) {
+  IndexList idx = on_device(self, indices);
+  Structured<at::meta::structured_index_Tensor> op(Mode::Out, {out});
+  auto geo = op.meta(self, idx);
+  check_same_device("aten::index", self, {&out});
+  record_native("aten::index");
+  launch_index("aten::index", op, VNC_INDEX_GATHER, geo.sizes, geo.strides, 0, VNC_INDEX_WRAP, VNC_REDUCE_NONE);
+  op.finish();
+  return out;
+}
+
+at::Tensor index(const at::Tensor& self, const IndexList& indices) {
+  IndexList idx = on_device(self, indices);
+  Structured<at::meta::structured_index_Tensor> op(Mode::Functional);
+  auto geo = op.meta(self, idx);
+  record_native("aten::index");
+  launch_index("aten::index", op, VNC_INDEX_GATHER, geo.sizes, geo.strides, 0, VNC_INDEX_WRAP, VNC_REDUCE_NONE);
+  return std::move(op.outs[0]);
+}
+
+at::Tensor& index_put_impl_(at::Tensor& self, const IndexList& indices, const at::Tensor& values, bool accumulate,
+                            bool unsafe) {
+  TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", indices.size(), ")");
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
+    TORCH_WARN("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+  IndexList idx = on_device(self, indices);
+  if (!accumulate) {
+    auto [fill, mask] = at::native::canDispatchToMaskedFill(self, idx, values);
+    if (fill) return self.masked_fill_(mask, values.item());
+  }
+  at::Tensor value = values;
+  if (value.device() != self.device() && value.dim() == 0) value = value.to(self.device());
+  check_same_device("aten::index_put_", self, {&value});
+  at::assert_no_overlap(self, value);
+  for (size_t k = 0; k < idx.size(); k++) {
+    std::optional<at::Tensor> i = idx.get(k);
+    if (i && i->defined()) at::assert_no_overlap(self, *i);
+  }
+  // ATen's index meta computes the geometry (masks expanded by nonzero, indices broadcast
+  // and moved together, self restrided): its operand 1 is the view of self to write.
+  Structured<at::meta::structured_index_Tensor> geo_op(Mode::Placeholder);
+  auto geo = geo_op.meta(self, idx);
+  const at::Tensor& dst = geo_op.tensor(1);
+  TORCH_CHECK(at::is_expandable_to(value.sizes(), dst.sizes()), "shape mismatch: value tensor of shape ",
+              value.sizes(), " cannot be broadcast to indexing result of shape ", dst.sizes());
+  TORCH_CHECK(value.scalar_type() == dst.scalar_type(), "Index put requires the source and destination dtypes match, got ",
+              dst.scalar_type(), " for the destination and ", value.scalar_type(), " for the source.");
+  std::vector<at::Tensor> index_ops;
+  for (int k = 2; k < geo_op.ntensors(); k++) index_ops.push_back(geo_op.tensor(k));
+  record_native("aten::_index_put_impl_");
+  launch_index("aten::index_put_", index_iter(dst, value, index_ops), VNC_INDEX_SCATTER, geo.sizes, geo.strides, 0,
+               VNC_INDEX_WRAP, accumulate ? VNC_REDUCE_SUM : VNC_REDUCE_NONE);
+  return self;
+}
+
+// ---------------------------------------------------------------- gather / scatter
+
+vnc_index_reduce scatter_reduction(c10::string_view reduce) {
+  if (reduce == "sum" || reduce == "add" || reduce == "mean") return VNC_REDUCE_SUM;
+  if (reduce == "prod" || reduce == "multiply") return VNC_REDUCE_PROD;
+  if (reduce == "amax") return VNC_REDUCE_MAX;
+  if (reduce == "amin") return VNC_REDUCE_MIN;
+  TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+}
+
+// out[..., index[e], ...] (op)= src[e] along `dim` for every element e of `index` (shapes
+// checked by the meta; src may be larger than index).
+void scatter_into(const char* op, const at::Tensor& out, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  vnc_index_reduce reduce) {
+  if (index.numel() == 0) return;
+  check_same_device(op, out, {&index, &src});
+  const at::Tensor out1 = as_1d(out), idx1 = as_1d(index).to(at::kLong);
+  dim = at::maybe_wrap_dim(dim, out1.dim());
+  at::Tensor src1 = as_1d(src);
+  src1 = src1.as_strided(idx1.sizes(), src1.strides());
+  launch_index(op, index_iter(restride(out1, dim, idx1.sizes()), src1, {idx1}), VNC_INDEX_SCATTER, {out1.size(dim)},
+               {out1.stride(dim) * out1.element_size()}, dim, 0, reduce);
+}
+
+// A 0-dim tensor of `like`'s dtype and device holding `value`.
+at::Tensor value_tensor(const at::Scalar& value, const at::Tensor& like) { return at::full({}, value, like.options()); }
+
+// The identity scatter_reduce starts from when include_self=False (PyTorch's choice: -inf/+inf
+// for floating dtypes, the type's extremes otherwise).
+at::Scalar reduce_identity(vnc_index_reduce r, at::ScalarType dt) {
+  if (r == VNC_REDUCE_SUM) return 0;
+  if (r == VNC_REDUCE_PROD) return 1;
+  const bool hi = r == VNC_REDUCE_MIN;
+  if (at::isFloatingType(dt)) return hi ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  at::Scalar s;
+  AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, dt, "scatter_reduce", [&] {
+    s = hi ? at::Scalar(std::numeric_limits<scalar_t>::max()) : at::Scalar(std::numeric_limits<scalar_t>::lowest());
+  });
+  return s;
+}
+
+void copy_self(const at::Tensor& self, const at::Tensor& out) {
+  if (!out.is_same(self)) out.copy_(self);
+}
+
+struct Gather {
+  template <class Op>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, bool, const at::Tensor& out) {
+    if (index.numel() == 0) return;
+    check_same_device("aten::gather", self, {&index, &out});
+    record_native("aten::gather");
+    const at::Tensor self1 = as_1d(self), idx1 = as_1d(index).to(at::kLong);
+    dim = at::maybe_wrap_dim(dim, self1.dim());
+    launch_index("aten::gather", index_iter(as_1d(out), restride(self1, dim, idx1.sizes()), {idx1}), VNC_INDEX_GATHER,
+                 {self1.size(dim)}, {self1.stride(dim) * self1.element_size()}, dim, 0, VNC_REDUCE_NONE);
+  }
+};
+
+struct ScatterSrc {
+  template <class Op>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  const at::Tensor& out) {
+    copy_self(self, out);
+    record_native("aten::scatter");
+    scatter_into("aten::scatter", out, dim, index, src, VNC_REDUCE_NONE);
+  }
+};
+struct ScatterValue {
+  template <class Op>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
+                  const at::Tensor& out) {
+    copy_self(self, out);
+    record_native("aten::scatter");
+    scatter_into("aten::scatter", out, dim, index, value_tensor(value, out).expand(index.sizes()), VNC_REDUCE_NONE);
+  }
+};
+struct ScatterSrcReduce {
+  template <class Op>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  c10::string_view reduce, const at::Tensor& out) {
+    copy_self(self, out);
+    record_native("aten::scatter");
+    scatter_into("aten::scatter", out, dim, index, src, scatter_reduction(reduce));
+  }
+};
+struct ScatterValueReduce {
+  template <class Op>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
+                  c10::string_view reduce, const at::Tensor& out) {
+    copy_self(self, out);
+    record_native("aten::scatter");
+    scatter_into("aten::scatter", out, dim, index, value_tensor(value, out).expand(index.sizes()),
+                 scatter_reduction(reduce));
+  }
+};
+struct ScatterAdd {
+  template <class Op>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  const at::Tensor& out) {
+    copy_self(self, out);
+    record_native("aten::scatter_add");
+    scatter_into("aten::scatter_add", out, dim, index, src, VNC_REDUCE_SUM);
+  }
+};
+struct ScatterReduceTwo {
+  template <class Op>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  c10::string_view reduce, bool include_self, const at::Tensor& out) {
+    copy_self(self, out);
+    if (index.numel() == 0) return;
+    record_native("aten::scatter_reduce");
+    const vnc_index_reduce r = scatter_reduction(reduce);
+    const char* op = "aten::scatter_reduce";
+    if (!include_self)
+      scatter_into(op, out, dim, index, value_tensor(reduce_identity(r, out.scalar_type()), out).expand(index.sizes()),
+                   VNC_REDUCE_NONE);
+    scatter_into(op, out, dim, index, src, r);
+    if (reduce == "mean") {  // sum / count, count including self's element when include_self
+      at::Tensor count = include_self ? at::ones_like(out) : at::zeros_like(out);
+      scatter_into(op, count, dim, index, at::ones_like(src), VNC_REDUCE_SUM);
+      count.masked_fill_(count == 0, 1);
+      if (out.is_floating_point() || out.is_complex()) out.div_(count);
+      else out.div_(count, "floor");
+    }
+  }
+};
+
+// ---------------------------------------------------------------- index_add / index_copy / index_fill
+
+// out[..., index[j], ...] (op)= source[..., j, ...] along `dim`. index: 0-/1-dim int32/int64.
+void index_along(const char* op, const at::Tensor& out, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                 vnc_index_reduce reduce, int flags) {
+  if (index.numel() == 0) return;
+  check_same_device(op, out, {&index, &source});
+  const at::Tensor out1 = as_1d(out), src1 = as_1d(source);
+  const at::Tensor idx = index.reshape({-1}).to(at::kLong);
+  at::DimVector st(src1.dim(), 0);
+  st[dim] = idx.stride(0);
+  launch_index(op, index_iter(restride(out1, dim, src1.sizes()), src1, {idx.as_strided(src1.sizes(), st)}),
+               VNC_INDEX_SCATTER, {out1.size(dim)}, {out1.stride(dim) * out1.element_size()}, dim, flags, reduce);
+}
+
+struct IndexAdd {
+  template <class Pre>
+  static void run(Pre& pre, const at::Tensor& self, int64_t, const at::Tensor& index, const at::Tensor& source,
+                  const at::Scalar& alpha, const at::Tensor& out) {
+    copy_self(self, out);
+    record_native("aten::index_add");
+    const at::Tensor src = alpha.equal(1) ? source : at::mul(source, alpha);
+    index_along("aten::index_add", out, pre.dim, index, src, VNC_REDUCE_SUM, 0);
+  }
+};
+struct IndexCopy {
+  template <class Pre>
+  static void run(Pre& pre, const at::Tensor& self, int64_t, const at::Tensor& index, const at::Tensor& source,
+                  const at::Tensor& out) {
+    copy_self(self, out);
+    record_native("aten::index_copy");
+    index_along("aten::index_copy", out, pre.dim, index, source, VNC_REDUCE_NONE, 0);
+  }
+};
+
+at::Tensor& index_fill_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  record_native("aten::index_fill_");
+  if (index.numel() == 0 || self.numel() == 0) return self;
+  const at::Tensor self1 = as_1d(self);
+  at::DimVector sizes(self1.sizes().begin(), self1.sizes().end());
+  sizes[dim] = index.numel();
+  const at::Tensor idx = index.to(self.device());
+  index_along("aten::index_fill_", self, dim, idx, value_tensor(value, self).expand(sizes), VNC_REDUCE_NONE,
+              VNC_INDEX_WRAP);
+  return self;
+}
+at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return index_fill_(self, dim, index, value.item());
+}
+
+// ---------------------------------------------------------------- nonzero and mask ops
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
+  check_same_device("aten::nonzero", self, {&out});
+  record_native("aten::nonzero");
+  c10::DeviceGuard guard(self.device());
+  vnc_tensor x = to_vnc(self);
+  vnc_stream* s = stream_of(self);
+  int64_t count = 0;
+  check(vnc_count_nonzero(s, "aten::nonzero", &x, &count));
+  check(vnc_stream_synchronize(s), "aten::nonzero");  // the output's size is data-dependent
+  at::native::resize_output(out, {count, self.dim()});
+  at::Tensor o = out.is_contiguous() ? out : at::empty({count, self.dim()}, out.options());
+  check(vnc_nonzero(s, "aten::nonzero", &x, o.data_ptr<int64_t>(), count));
+  if (!o.is_same(out)) out.copy_(o);
+  return out;
+}
+at::Tensor nonzero(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_out(self, out);
+}
+
+at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {
+  record_native("aten::count_nonzero");
+  return at::sum(at::ne(self, 0), dims, false, at::kLong);
+}
+
+at::Tensor nx_masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  check_same_device("aten::masked_select", self, {&mask});
+  record_native("aten::masked_select");
+  auto [s, m] = at::expand_outplace(self, mask);
+  return at::index(as_1d(*s), IndexList({std::optional<at::Tensor>(as_1d(*m))}));
+}
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  at::Tensor r = nx_masked_select(self, mask);
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter_: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
+              source.scalar_type());
+  check_same_device("aten::masked_scatter_", self, {&mask, &source});
+  record_native("aten::masked_scatter_");
+  const at::Tensor m = mask.expand(self.sizes());
+  const int64_t n = at::count_nonzero(m).item<int64_t>();
+  TORCH_CHECK(source.numel() >= n, "masked_scatter_: expected source to have at least ", n,
+              " elements (the number of ones in mask), got ", source.numel());
+  at::Tensor self1 = as_1d(self);
+  at::index_put_(self1, IndexList({std::optional<at::Tensor>(as_1d(m))}), source.reshape({-1}).narrow(0, 0, n));
+  return self;
+}
+
+at::Tensor nx_take(const at::Tensor& self, const at::Tensor& index) {
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ",
+                    index.scalar_type());
+  TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
+  record_native("aten::take");
+  return at::index(self.reshape({-1}), IndexList({std::optional<at::Tensor>(index)}));
+}
+at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
+  at::Tensor r = nx_take(self, index);
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+using T = const at::Tensor&;
+using GatherV = Variants<at::meta::structured_gather, int64_t, T, bool>;
+using ScatterSrcV = Variants<at::meta::structured_scatter_src, int64_t, T, T>;
+using ScatterValueV = Variants<at::meta::structured_scatter_value, int64_t, T, const at::Scalar&>;
+using ScatterReduceV = Variants<at::meta::structured_scatter_reduce, int64_t, T, T, c10::string_view>;
+using ScatterValueReduceV = Variants<at::meta::structured_scatter_value_reduce, int64_t, T, const at::Scalar&, c10::string_view>;
+using ScatterAddV = Variants<at::meta::structured_scatter_add, int64_t, T, T>;
+using ScatterReduceTwoV = Variants<at::meta::structured_scatter_reduce_two, int64_t, T, T, c10::string_view, bool>;
+using IndexAddV = Variants<at::meta::structured_index_add, int64_t, T, T, const at::Scalar&>;
+using IndexCopyV = Variants<at::meta::structured_index_copy, int64_t, T, T>;
+
+}  // namespace
+
+// Registers the three variants PyTorch generates for a structured op.
+#define NEURON_STRUCTURED(m, name, V, Impl)                      \
+  m.impl(name, TORCH_FN(V::functional<Impl>));                   \
+  m.impl(name "_", TORCH_FN(V::inplace<Impl>));                  \
+  m.impl(name ".out", TORCH_FN(V::out<Impl>))
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index.Tensor", TORCH_FN(index));
+  m.impl("index.Tensor_out", TORCH_FN(index_out));
+  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_));
+  m.impl("gather", TORCH_FN(GatherV::functional<Gather>));
+  m.impl("gather.out", TORCH_FN(GatherV::out<Gather>));
+  m.impl("scatter.src", TORCH_FN(ScatterSrcV::functional<ScatterSrc>));
+  m.impl("scatter_.src", TORCH_FN(ScatterSrcV::inplace<ScatterSrc>));
+  m.impl("scatter.src_out", TORCH_FN(ScatterSrcV::out<ScatterSrc>));
+  m.impl("scatter.value", TORCH_FN(ScatterValueV::functional<ScatterValue>));
+  m.impl("scatter_.value", TORCH_FN(ScatterValueV::inplace<ScatterValue>));
+  m.impl("scatter.value_out", TORCH_FN(ScatterValueV::out<ScatterValue>));
+  m.impl("scatter.reduce", TORCH_FN(ScatterReduceV::functional<ScatterSrcReduce>));
+  m.impl("scatter_.reduce", TORCH_FN(ScatterReduceV::inplace<ScatterSrcReduce>));
+  m.impl("scatter.reduce_out", TORCH_FN(ScatterReduceV::out<ScatterSrcReduce>));
+  m.impl("scatter.value_reduce", TORCH_FN(ScatterValueReduceV::functional<ScatterValueReduce>));
+  m.impl("scatter_.value_reduce", TORCH_FN(ScatterValueReduceV::inplace<ScatterValueReduce>));
+  m.impl("scatter.value_reduce_out", TORCH_FN(ScatterValueReduceV::out<ScatterValueReduce>));
+  NEURON_STRUCTURED(m, "scatter_add", ScatterAddV, ScatterAdd);
+  m.impl("scatter_reduce.two", TORCH_FN(ScatterReduceTwoV::functional<ScatterReduceTwo>));
+  m.impl("scatter_reduce_.two", TORCH_FN(ScatterReduceTwoV::inplace<ScatterReduceTwo>));
+  m.impl("scatter_reduce.two_out", TORCH_FN(ScatterReduceTwoV::out<ScatterReduceTwo>));
+  NEURON_STRUCTURED(m, "index_add", IndexAddV, IndexAdd);
+  NEURON_STRUCTURED(m, "index_copy", IndexCopyV, IndexCopy);
+  m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor_));
+  m.impl("nonzero", TORCH_FN(nonzero));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out));
+  m.impl("count_nonzero.dim_IntList", TORCH_FN(count_nonzero));
+  m.impl("masked_select", TORCH_FN(nx_masked_select));
+  m.impl("masked_select.out", TORCH_FN(masked_select_out));
+  m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
+  m.impl("take", TORCH_FN(nx_take));
+  m.impl("take.out", TORCH_FN(take_out));
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,216 @@
+/* Indexed copies and nonzero (see vnc/index.h). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "vnc/index.h"
+
+/* dst (op)= src for one element of a dtype; NULL means a plain copy. */
+typedef void (*combine_fn)(char *dst, const char *src);
+
+#define IS_NAN(x) _Generic((x), float: isnan((float)(x)), double: isnan((double)(x)), default: 0)
+#define MUL(a, b) _Generic((a), _Bool: (a) && (b), default: (a) * (b)) /* bool PROD is "and" */
+#define DEFINE_SUM_PROD(D)                                                                          \
+  static void sum_##D(char *d, const char *s) { VNC_STORE_##D(d, VNC_LOAD_##D(d) + VNC_LOAD_##D(s)); } \
+  static void prod_##D(char *d, const char *s) { VNC_STORE_##D(d, MUL(VNC_LOAD_##D(d), VNC_LOAD_##D(s))); }
+#define DEFINE_MAX_MIN(D)                                                                           \
+  static void max_##D(char *d, const char *s) {                                                     \
+    VNC_COMPUTE_##D a = VNC_LOAD_##D(d), b = VNC_LOAD_##D(s);                                       \
+    if (IS_NAN(b) || b > a) VNC_STORE_##D(d, b);                                                    \
+  }                                                                                                 \
+  static void min_##D(char *d, const char *s) {                                                     \
+    VNC_COMPUTE_##D a = VNC_LOAD_##D(d), b = VNC_LOAD_##D(s);                                       \
+    if (IS_NAN(b) || b < a) VNC_STORE_##D(d, b);                                                    \
+  }
+#define REAL_DTYPES(X) X(UINT8) X(INT8) X(INT16) X(INT32) X(INT64) X(FLOAT16) X(FLOAT32) X(FLOAT64) X(BOOL) X(BFLOAT16)
+VNC_DTYPES(DEFINE_SUM_PROD)
+REAL_DTYPES(DEFINE_MAX_MIN)
+
+#define SUM_ENTRY(D) [VNC_##D] = sum_##D,
+#define PROD_ENTRY(D) [VNC_##D] = prod_##D,
+#define MAX_ENTRY(D) [VNC_##D] = max_##D,
+#define MIN_ENTRY(D) [VNC_##D] = min_##D,
+static const combine_fn combine_table[5][VNC_DTYPE_END] = {
+    [VNC_REDUCE_SUM] = {VNC_DTYPES(SUM_ENTRY)},
+    [VNC_REDUCE_PROD] = {VNC_DTYPES(PROD_ENTRY)},
+    [VNC_REDUCE_MAX] = {REAL_DTYPES(MAX_ENTRY)},
+    [VNC_REDUCE_MIN] = {REAL_DTYPES(MIN_ENTRY)},
+};
+
+typedef struct index_task {
+  vnc_iter it;
+  int direction, nidx, flags;
+  int64_t sizes[VNC_INDEX_MAX], strides[VNC_INDEX_MAX], dim;
+  combine_fn combine;
+  size_t esize;
+} index_task;
+
+/* The bounds check runs over the whole iteration before any write; the first bad index in
+ * iteration order is reported whatever the thread count. */
+typedef struct check_ctx {
+  const index_task *t;
+  atomic_int any;
+  pthread_mutex_t lock;
+  int64_t pos, value, j;
+} check_ctx;
+
+static void check_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t pos) {
+  check_ctx *c = ctx;
+  const index_task *t = c->t;
+  for (int j = 0; j < t->nidx; j++) {
+    const int64_t size = t->sizes[j], lo = (t->flags & VNC_INDEX_WRAP) ? -size : 0;
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t v = *(const int64_t *)(data[2 + j] + i * st[2 + j]);
+      if (v >= lo && v < size) continue;
+      pthread_mutex_lock(&c->lock);
+      if (!atomic_load(&c->any) || pos + i < c->pos) {
+        c->pos = pos + i, c->value = v, c->j = j;
+        atomic_store(&c->any, 1);
+      }
+      pthread_mutex_unlock(&c->lock);
+      break;
+    }
+  }
+}
+
+static void index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t pos) {
+  const index_task *t = ctx;
+  (void)pos;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int j = 0; j < t->nidx; j++) {
+      int64_t v = *(const int64_t *)(data[2 + j] + i * st[2 + j]);
+      off += (v < 0 ? v + t->sizes[j] : v) * t->strides[j];
+    }
+    char *d = data[0] + i * st[0];
+    const char *s = data[1] + i * st[1];
+    if (t->direction == VNC_INDEX_GATHER) s += off;
+    else d += off;
+    if (t->combine) t->combine(d, s);
+    else switch (t->esize) {
+        case 1: *d = *s; break;
+        case 2: memcpy(d, s, 2); break;
+        case 4: memcpy(d, s, 4); break;
+        case 8: memcpy(d, s, 8); break;
+        default: memcpy(d, s, t->esize);
+      }
+  }
+}
+
+static vnc_status index_run(void *p) {
+  const index_task *t = p;
+  check_ctx c = {.t = t};
+  atomic_init(&c.any, 0);
+  pthread_mutex_init(&c.lock, NULL);
+  vnc_iter_for_each(&t->it, check_loop, &c, VNC_ITER_GRAIN);
+  pthread_mutex_destroy(&c.lock);
+  if (atomic_load(&c.any))
+    return vnc_set_error(VNC_ERR_INDEX, "index %lld is out of bounds for dimension %lld with size %lld",
+                         (long long)c.value, (long long)(t->dim + c.j), (long long)t->sizes[c.j]);
+  /* Reductions run as one serial range: every duplicate applied, in a fixed order. */
+  vnc_iter_for_each(&t->it, index_loop, (void *)t, t->combine ? t->it.numel : VNC_ITER_GRAIN);
+  return VNC_OK;
+}
+
+vnc_status vnc_index(vnc_stream *s, const char *op, const vnc_iter *it, int direction, int nidx, const int64_t *sizes,
+                     const int64_t *strides, int64_t dim, int flags, vnc_index_reduce reduce) {
+  if (nidx < 1 || nidx > VNC_INDEX_MAX || it->nops != nidx + 2)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: %d index tensors given; 1 to %d are supported", op, nidx,
+                         VNC_INDEX_MAX);
+  if (it->dtypes[0] != it->dtypes[1])
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: source dtype %s differs from destination dtype %s", op,
+                         vnc_dtype_name(it->dtypes[1]), vnc_dtype_name(it->dtypes[0]));
+  for (int j = 0; j < nidx; j++)
+    if (it->dtypes[2 + j] != VNC_INT64)
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: index tensors must be int64, got %s", op,
+                           vnc_dtype_name(it->dtypes[2 + j]));
+  if ((unsigned)reduce > VNC_REDUCE_MIN || (unsigned)it->dtypes[0] >= VNC_DTYPE_END)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction or dtype", op);
+  combine_fn combine = reduce == VNC_REDUCE_NONE ? NULL : combine_table[reduce][it->dtypes[0]];
+  if (reduce != VNC_REDUCE_NONE && !combine)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: reduction not supported for dtype %s", op,
+                         vnc_dtype_name(it->dtypes[0]));
+  if (it->numel == 0) return VNC_OK;
+  index_task t = {.it = *it, .direction = direction, .nidx = nidx, .flags = flags, .dim = dim, .combine = combine,
+                  .esize = vnc_dtype_size(it->dtypes[0])};
+  memcpy(t.sizes, sizes, sizeof(int64_t) * (size_t)nidx);
+  memcpy(t.strides, strides, sizeof(int64_t) * (size_t)nidx);
+  return vnc_launch(s, op, index_run, &t, sizeof t, NULL);
+}
+
+/* ---------------------------------------------------------------- nonzero */
+
+#define NZ_CASE(D) case VNC_##D: return VNC_LOAD_##D(p) != 0;
+static int is_nonzero(const char *p, int32_t dtype) {
+  switch (dtype) { VNC_DTYPES(NZ_CASE) }
+  return 0;
+}
+
+typedef struct nz_task {
+  vnc_iter it;
+  int64_t *count, *out, capacity, ndim, sizes[VNC_MAX_DIMS];
+  atomic_llong found;
+} nz_task;
+
+static void count_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t pos) {
+  nz_task *t = ctx;
+  (void)pos;
+  long long k = 0;
+  for (int64_t i = 0; i < n; i++) k += is_nonzero(data[0] + i * st[0], t->it.dtypes[0]);
+  atomic_fetch_add(&t->found, k);
+}
+
+static void coords_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t pos) {
+  nz_task *t = ctx; /* serial, logical row-major order: pos + i is the linear index */
+  for (int64_t i = 0; i < n; i++) {
+    if (!is_nonzero(data[0] + i * st[0], t->it.dtypes[0])) continue;
+    long long k = atomic_fetch_add(&t->found, 1);
+    if (k >= t->capacity) return;
+    for (int64_t d = t->ndim - 1, e = pos + i; d >= 0; d--) {
+      t->out[k * t->ndim + d] = e % t->sizes[d];
+      e /= t->sizes[d];
+    }
+  }
+}
+
+static vnc_status count_run(void *p) {
+  nz_task *t = p;
+  atomic_init(&t->found, 0);
+  vnc_iter_for_each(&t->it, count_loop, t, VNC_ITER_GRAIN);
+  *t->count = atomic_load(&t->found);
+  return VNC_OK;
+}
+
+static vnc_status coords_run(void *p) {
+  nz_task *t = p;
+  atomic_init(&t->found, 0);
+  vnc_iter_for_each(&t->it, coords_loop, t, t->it.numel);
+  if (atomic_load(&t->found) != t->capacity)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "the input changed between counting (%lld nonzeros) and "
+                         "writing (%lld)", (long long)t->capacity, (long long)atomic_load(&t->found));
+  return VNC_OK;
+}
+
+static vnc_status nz_launch(vnc_stream *s, const char *op, const vnc_tensor *x, vnc_task_fn fn, int64_t *count,
+                            int64_t *out, int64_t capacity) {
+  nz_task t = {.count = count, .out = out, .capacity = capacity, .ndim = x->ndim};
+  memcpy(t.sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
+  const vnc_tensor *ops[1] = {x};
+  vnc_status st = vnc_iter_init(&t.it, 1, ops, VNC_ITER_KEEP_ORDER);
+  if (st != VNC_OK) return st;
+  if (t.it.numel == 0) {
+    if (count) *count = 0;
+    return VNC_OK;
+  }
+  return vnc_launch(s, op, fn, &t, sizeof t, NULL);
+}
+
+vnc_status vnc_count_nonzero(vnc_stream *s, const char *op, const vnc_tensor *x, int64_t *count) {
+  return nz_launch(s, op, x, count_run, count, NULL, 0);
+}
+
+vnc_status vnc_nonzero(vnc_stream *s, const char *op, const vnc_tensor *x, int64_t *out, int64_t count) {
+  if (count == 0) return VNC_OK;
+  return nz_launch(s, op, x, coords_run, NULL, out, count);
+}
