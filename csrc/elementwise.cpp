@@ -557,6 +557,25 @@ at::Tensor nx_isnan(const at::Tensor& self) {
   return nx_isnan_out(self, out);
 }
 
+// clamp with tensor bounds: both bounds one kernel; one bound is maximum / minimum (as ATen).
+struct ClampTensor {
+  template <class M>
+  static void run(M& op, const at::Tensor&, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi,
+                  const at::Tensor&) {
+    const bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
+    const vnc_ew_op k = has_lo && has_hi ? VNC_EW_clamp_tensor : has_lo ? VNC_EW_maximum : VNC_EW_minimum;
+    launch_ew(op, k, no_params(), "aten::clamp");
+  }
+};
+
+template <vnc_ew_op OP>
+struct ClampBound {  // clamp_min / clamp_max with a tensor bound
+  template <class M, class... X>
+  static void run(M& op, X&&...) {
+    launch_ew(op, OP, no_params(), OP == VNC_EW_maximum ? "aten::clamp_min" : "aten::clamp_max");
+  }
+};
+
 }  // namespace
 
 // The three variants of a structured op: functional, in-place and out= kernels.
@@ -618,6 +637,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG3("hardsigmoid", "hardsigmoid_", "hardsigmoid.out", structured_hardsigmoid, Plain<VNC_EW_hardsigmoid>)
   REG3("clamp", "clamp_", "clamp.out", structured_clamp, Clamp, const std::optional<at::Scalar>&,
        const std::optional<at::Scalar>&)
+  REG3("clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out", structured_clamp_Tensor, ClampTensor,
+       const std::optional<at::Tensor>&, const std::optional<at::Tensor>&)
+  REG3("clamp_min.Tensor", "clamp_min_.Tensor", "clamp_min.Tensor_out", structured_clamp_min_Tensor,
+       ClampBound<VNC_EW_maximum>, T)
+  REG3("clamp_max.Tensor", "clamp_max_.Tensor", "clamp_max.Tensor_out", structured_clamp_max_Tensor,
+       ClampBound<VNC_EW_minimum>, T)
   REG3("clamp_min", "clamp_min_", "clamp_min.out", structured_clamp_min, ClampMin, S)
   REG3("clamp_max", "clamp_max_", "clamp_max.out", structured_clamp_max, ClampMax, S)
   REG2("isneginf", "isneginf.out", structured_isneginf, InputTyped<VNC_EW_isneginf>)

@@ -1,5 +1,5 @@
-// Neural-network ops on the neuron key: softmax family, layer norm, NLL loss, index_select,
-// embedding backward, arange, tril/triu. ATen's meta functions (where they exist) check
+// Neural-network ops on the neuron key: softmax family, layer norm, NLL loss, regression losses
+// (MSE, smooth L1, Huber) and log_sigmoid, index_select, embedding backward, arange, tril/triu. ATen's meta functions (where they exist) check
 // arguments and size outputs; the runtime's vnc/nn.h kernels compute.
 #include "neuron.h"
 #include "structured.h"
@@ -266,6 +266,119 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
   return out;
 }
 
+// ---------------------------------------------------------------- regression losses, log_sigmoid
+// Compositions of native elementwise ops and reductions with ATen's formulas (forward and
+// the backward ops autograd calls), so these losses train without a fallback.
+
+at::Tensor reduce_loss(const at::Tensor& l, int64_t reduction) {
+  if (reduction == at::Reduction::Mean) return l.mean();
+  if (reduction == at::Reduction::Sum) return l.sum();
+  return l;
+}
+double loss_norm(const at::Tensor& self, int64_t reduction) {
+  return reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(self.numel()) : 1.0;
+}
+void check_loss_inputs(const char* op, const at::Tensor& self, const at::Tensor& target) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) && at::isFloatingType(target.scalar_type()), op,
+              ": expected floating point input and target, got ", self.scalar_type(), " and ", target.scalar_type());
+  check_same_device(op, self, {&target});
+}
+at::Tensor& to_out(const at::Tensor& r, at::Tensor& out) {
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+at::Tensor nx_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  check_loss_inputs("aten::mse_loss", self, target);
+  record_native("aten::mse_loss");
+  const at::Tensor d = at::sub(self, target);
+  return reduce_loss(at::mul(d, d), reduction);
+}
+at::Tensor& nx_mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
+  return to_out(nx_mse_loss(self, target, reduction), out);
+}
+at::Tensor nx_mse_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  check_loss_inputs("aten::mse_loss_backward", self, target);
+  record_native("aten::mse_loss_backward");
+  return at::mul(at::mul(at::sub(self, target), 2.0 * loss_norm(self, reduction)), grad);
+}
+at::Tensor& nx_mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                  int64_t reduction, at::Tensor& out) {
+  return to_out(nx_mse_loss_backward(grad, self, target, reduction), out);
+}
+
+// smooth L1 (beta) and Huber (delta): quadratic below the threshold, linear above.
+at::Tensor nx_smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
+  check_loss_inputs("aten::smooth_l1_loss", self, target);
+  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  record_native("aten::smooth_l1_loss");
+  const at::Tensor z = at::abs(at::sub(self, target));
+  if (beta == 0) return reduce_loss(z, reduction);
+  return reduce_loss(at::where(z < beta, at::div(at::mul(at::mul(z, 0.5), z), beta), at::sub(z, 0.5 * beta)), reduction);
+}
+at::Tensor& nx_smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
+                               at::Tensor& out) {
+  return to_out(nx_smooth_l1_loss(self, target, reduction, beta), out);
+}
+at::Tensor& nx_smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                        int64_t reduction, double beta, at::Tensor& out) {
+  check_loss_inputs("aten::smooth_l1_loss_backward", self, target);
+  record_native("aten::smooth_l1_loss_backward");
+  const double norm = loss_norm(self, reduction);
+  const at::Tensor x = at::sub(self, target), g = grad.expand_as(x);
+  const at::Tensor inner = beta == 0 ? at::zeros_like(x) : at::div(at::mul(at::mul(x, norm), g), beta);
+  return to_out(at::where(x <= -beta, at::mul(g, -norm), at::where(x >= beta, at::mul(g, norm), inner)), out);
+}
+
+at::Tensor nx_huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+  check_loss_inputs("aten::huber_loss", self, target);
+  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  record_native("aten::huber_loss");
+  const at::Tensor z = at::abs(at::sub(self, target));
+  return reduce_loss(at::where(z < delta, at::mul(at::mul(z, 0.5), z), at::mul(at::sub(z, 0.5 * delta), delta)),
+                     reduction);
+}
+at::Tensor& nx_huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
+                           at::Tensor& out) {
+  return to_out(nx_huber_loss(self, target, reduction, delta), out);
+}
+at::Tensor& nx_huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                    int64_t reduction, double delta, at::Tensor& out) {
+  check_loss_inputs("aten::huber_loss_backward", self, target);
+  record_native("aten::huber_loss_backward");
+  const double norm = loss_norm(self, reduction);
+  const at::Tensor x = at::sub(self, target), g = grad.expand_as(x);
+  return to_out(at::where(x <= -delta, at::mul(g, -norm * delta),
+                          at::where(x >= delta, at::mul(g, norm * delta), at::mul(at::mul(x, norm), g))),
+                out);
+}
+
+// log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)); the buffer output is unused (empty, as CUDA).
+std::tuple<at::Tensor, at::Tensor> nx_log_sigmoid_forward(const at::Tensor& self) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "log_sigmoid_forward: expected a floating point input, got ",
+              self.scalar_type());
+  record_native("aten::log_sigmoid_forward");
+  at::Tensor out = at::sub(at::clamp_max(self, 0), at::log1p(at::exp(at::neg(at::abs(self)))));
+  return {out, at::empty({0}, self.options())};
+}
+std::tuple<at::Tensor&, at::Tensor&> nx_log_sigmoid_forward_out(const at::Tensor& self, at::Tensor& out, at::Tensor& buffer) {
+  auto [o, b] = nx_log_sigmoid_forward(self);
+  to_out(o, out);
+  at::native::resize_output(buffer, {0});
+  return {out, buffer};
+}
+at::Tensor nx_log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor&) {
+  record_native("aten::log_sigmoid_backward");
+  const at::Tensor neg = self < 0, z = at::exp(at::neg(at::abs(self)));
+  const at::Tensor max_deriv = neg.to(self.scalar_type()), sign = at::where(neg, 1.0, -1.0).to(self.scalar_type());
+  return at::mul(grad, at::sub(max_deriv, at::mul(sign, at::div(z, at::add(z, 1)))));
+}
+at::Tensor& nx_log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
+                                     at::Tensor& out) {
+  return to_out(nx_log_sigmoid_backward(grad, self, buffer), out);
+}
+
 // ---------------------------------------------------------------- arange, tril/triu
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
@@ -370,6 +483,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
   m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
+  m.impl("mse_loss", TORCH_FN(nx_mse_loss));
+  m.impl("mse_loss.out", TORCH_FN(nx_mse_loss_out));
+  m.impl("mse_loss_backward", TORCH_FN(nx_mse_loss_backward));
+  m.impl("mse_loss_backward.grad_input", TORCH_FN(nx_mse_loss_backward_out));
+  m.impl("smooth_l1_loss", TORCH_FN(nx_smooth_l1_loss));
+  m.impl("smooth_l1_loss.out", TORCH_FN(nx_smooth_l1_loss_out));
+  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(nx_smooth_l1_loss_backward_out));
+  m.impl("huber_loss", TORCH_FN(nx_huber_loss));
+  m.impl("huber_loss.out", TORCH_FN(nx_huber_loss_out));
+  m.impl("huber_loss_backward.out", TORCH_FN(nx_huber_loss_backward_out));
+  m.impl("log_sigmoid_forward", TORCH_FN(nx_log_sigmoid_forward));
+  m.impl("log_sigmoid_forward.output", TORCH_FN(nx_log_sigmoid_forward_out));
+  m.impl("log_sigmoid_backward", TORCH_FN(nx_log_sigmoid_backward));
+  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(nx_log_sigmoid_backward_out));
   m.impl("index_select", TORCH_FN(index_select));
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));

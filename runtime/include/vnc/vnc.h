@@ -15,4 +15,5 @@
 #include "nn.h"
 #include "conv.h"
 #include "index.h"
+#include "optim.h"
 #endif
