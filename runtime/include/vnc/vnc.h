@@ -14,4 +14,6 @@
 #include "gemm.h"
 #include "nn.h"
 #include "conv.h"
+#include "sort.h"
+#include "scan.h"
 #endif
