@@ -24,6 +24,13 @@ typedef struct scan_task {
   int64_t tiles;     /* tiles per group of `fast` lines */
 } scan_task;
 
+/* a + b = s + *err exactly (Knuth's TwoSum; needs -ffp-contract=off). */
+static inline float two_sum(float a, float b, float *err) {
+  const float s = a + b, bb = s - a;
+  *err = (a - (s - bb)) + (b - bb);
+  return s;
+}
+
 /* Float accumulators of one tile. Sums carry a Kahan compensation term. */
 static void combine_f32(vnc_scan_op op, float *acc, float *comp, const float *x, int64_t w, int first) {
   for (int64_t i = 0; i < w; i++) {
@@ -45,13 +52,21 @@ static void combine_f32(vnc_scan_op op, float *acc, float *comp, const float *x,
         acc[i] = acc[i] * v;
         break;
       case VNC_SCAN_LOGSUMEXP: {
+        /* acc + comp is the running value: log(exp(acc + comp) + exp(v)) = hi + log1p(e) plus
+         * comp weighted by d/d(acc) = exp(acc) / (exp(acc) + exp(v)); the rounding of each
+         * step goes back into comp, so long lines and large magnitudes stay within an ulp. */
         const float a = acc[i];
-        if (isnan(a) || isnan(v)) acc[i] = NAN;
-        else if (a == v && isinf(a)) acc[i] = a; /* both -inf or both +inf */
-        else {
-          const float hi = a > v ? a : v, lo = a > v ? v : a;
-          acc[i] = hi + log1pf(expf(lo - hi));
+        if (isnan(a) || isnan(v) || isinf(a) || isinf(v)) {
+          acc[i] = isnan(a) || isnan(v) ? NAN : a >= v ? a : v; /* the larger infinity dominates */
+          comp[i] = 0.0f;
+          break;
         }
+        const int a_hi = a >= v;
+        const float e = expf(a_hi ? v - a : a - v), t = log1pf(e), w = a_hi ? 1.0f / (1.0f + e) : e / (1.0f + e);
+        float err, lo;
+        const float s = two_sum(a_hi ? a : v, t, &err);
+        lo = err + comp[i] * w;
+        acc[i] = two_sum(s, lo, &comp[i]);
         break;
       }
     }
