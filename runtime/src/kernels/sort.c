@@ -186,9 +186,9 @@ static vnc_status launch_sort(vnc_stream *s, const char *op, const vnc_tensor *x
 
 vnc_status vnc_sort(vnc_stream *s, const char *op, const vnc_tensor *x, int dim, int descending,
                     const vnc_tensor *values, const vnc_tensor *indices) {
-  int64_t n = x->ndim == 0 ? 1 : x->sizes[dim < 0 ? dim + x->ndim : dim];
   if (x->ndim && (dim < -x->ndim || dim >= x->ndim))
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: dim %d out of range", op, dim);
+  const int64_t n = x->ndim == 0 ? 1 : x->sizes[dim < 0 ? dim + x->ndim : dim];
   return launch_sort(s, op, x, dim, n, descending, values, indices);
 }
 
