@@ -16,4 +16,6 @@
 #include "conv.h"
 #include "index.h"
 #include "optim.h"
+#include "sort.h"
+#include "scan.h"
 #endif

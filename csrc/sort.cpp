@@ -1,0 +1,341 @@
+// Sorting, scans and sampling on the neuron key: sort, topk, cumsum/cumprod, logcumsumexp,
+// logsumexp, searchsorted, multinomial, randperm, flip, roll. ATen's meta functions (where the
+// op is structured) check arguments and size outputs; the runtime's vnc/sort.h and
+// vnc/scan.h kernels compute, reading and writing tensors at their own strides.
+#include "neuron.h"
+#include "structured.h"
+
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/BucketizationUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
+#include <ATen/ops/cumprod_meta.h>
+#include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/sort_meta.h>
+#include <ATen/ops/topk_meta.h>
+#include <torch/library.h>
+
+namespace torch_neuronx {
+namespace {
+
+int32_t wrap(int64_t dim, const at::Tensor& t) { return static_cast<int32_t>(at::maybe_wrap_dim(dim, t.dim())); }
+
+// ---------------------------------------------------------------- sort / topk
+
+std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                              bool descending, at::Tensor& values, at::Tensor& indices) {
+  Structured<at::meta::structured_sort_stable, 2> op(Mode::Out, {values, indices});
+  op.meta(self, stable, dim, descending);
+  TORCH_CHECK(!self.is_complex(), "Sort does not support complex dtypes on neuron");
+  check_same_device("aten::sort", self, {&values, &indices});
+  record_native("aten::sort");
+  if (self.scalar_type() == at::kDouble) warn_float64("aten::sort");
+  // Always stable: a stable order is also a valid answer to stable=False.
+  vnc_tensor x = to_vnc(self), v = to_vnc(op.maybe_get_output(0)), i = to_vnc(op.maybe_get_output(1));
+  c10::DeviceGuard g(self.device());
+  check(vnc_sort(stream_of(self), "aten::sort", &x, wrap(dim, self), descending, &v, &i));
+  op.finish();
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> sort(const at::Tensor& self, std::optional<bool> stable, int64_t dim, bool descending) {
+  at::Tensor values = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
+  sort_out(self, stable, dim, descending, values, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted,
+                                              at::Tensor& values, at::Tensor& indices) {
+  Structured<at::meta::structured_topk, 2> op(Mode::Out, {values, indices});
+  op.meta(self, k, dim, largest, sorted);
+  TORCH_CHECK(self.scalar_type() != at::kBool, "topk does not support bool dtypes on neuron");
+  TORCH_CHECK(!self.is_complex(), "topk does not support complex dtypes on neuron");
+  check_same_device("aten::topk", self, {&values, &indices});
+  record_native("aten::topk");
+  if (self.scalar_type() == at::kDouble) warn_float64("aten::topk");
+  // Always sorted, ties in original order: one of the answers sorted=False allows.
+  vnc_tensor x = to_vnc(self), v = to_vnc(op.maybe_get_output(0)), i = to_vnc(op.maybe_get_output(1));
+  c10::DeviceGuard g(self.device());
+  check(vnc_topk(stream_of(self), "aten::topk", &x, wrap(dim, self), k, largest, &v, &i));
+  op.finish();
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+  at::Tensor values = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
+  topk_out(self, k, dim, largest, sorted, values, indices);
+  return {values, indices};
+}
+
+// ---------------------------------------------------------------- scans
+
+// As ATen: the input is first cast to the result dtype, then scanned in that dtype's
+// accumulation type. Complex goes through the visible CPU fallback.
+void launch_scan(const char* name, const char* base, vnc_scan_op kind, const at::Tensor& self, int64_t dim,
+                 std::optional<at::ScalarType> dtype, const at::Tensor& out) {
+  if (self.is_complex() || out.is_complex()) {
+    std::vector<c10::IValue> stack{self, dim};
+    if (kind != VNC_SCAN_LOGSUMEXP) stack.emplace_back(dtype);
+    stack.emplace_back(out);
+    run_cpu_fallback(base, "out", stack);
+    return;
+  }
+  check_same_device(name, self, {&out});
+  record_native(name);
+  if (out.scalar_type() == at::kDouble) warn_float64(name);
+  at::Tensor x = self.scalar_type() == out.scalar_type() ? self : self.to(out.scalar_type());
+  vnc_tensor xv = to_vnc(x), ov = to_vnc(out);
+  c10::DeviceGuard g(out.device());
+  check(vnc_scan(stream_of(out), name, kind, &xv, wrap(dim, self), &ov));
+}
+
+template <vnc_scan_op KIND>
+struct Scan {
+  template <class M>
+  static void run(M&, const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
+    if (KIND == VNC_SCAN_SUM) launch_scan("aten::cumsum", "aten::cumsum", KIND, self, dim, dtype, out);
+    else launch_scan("aten::cumprod", "aten::cumprod", KIND, self, dim, dtype, out);
+  }
+};
+
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || self.is_complex(),
+                              "\"logcumsumexp_out_neuron\" not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "expected out to have dtype ", self.scalar_type(), ", got ",
+              out.scalar_type());
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return out;
+  launch_scan("aten::_logcumsumexp", "aten::_logcumsumexp", VNC_SCAN_LOGSUMEXP, self, dim, std::nullopt, out);
+  return out;
+}
+
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return logcumsumexp_out(self, dim, out);
+}
+
+// logsumexp over `dims` (all when empty): the kept dims are moved to the front and the
+// reduced ones flattened into rows of the runtime's [rows, n] kernel.
+at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dims, bool keepdim, at::Tensor& out) {
+  if (self.is_complex()) {
+    std::vector<c10::IValue> stack{self, dims, keepdim, out};
+    run_cpu_fallback("aten::logsumexp", "out", stack);
+    return out;
+  }
+  if (at::isIntegralType(self.scalar_type(), true))
+    return logsumexp_out(self.to(c10::typeMetaToScalarType(c10::get_default_dtype())), dims, keepdim, out);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "logsumexp(): Expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", out.scalar_type(), " instead");
+  check_same_device("aten::logsumexp", self, {&out});
+  const int64_t nd = self.dim();
+  std::bitset<at::dim_bitset_size> reduce = at::dim_list_to_bitset(dims, nd);
+  if (dims.empty()) reduce.set();
+  at::DimVector order, shape;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < nd; d++)
+    if (!reduce[d]) {
+      order.push_back(d);
+      rows *= self.size(d);
+      shape.push_back(self.size(d));
+    } else if (keepdim) {
+      shape.push_back(1);
+    }
+  for (int64_t d = 0; d < nd; d++)
+    if (reduce[d]) order.push_back(d);
+  at::native::resize_output(out, shape);
+  record_native("aten::logsumexp");
+  if (self.scalar_type() == at::kDouble) warn_float64("aten::logsumexp");
+  if (rows == 0) return out;
+  at::Tensor x = (nd ? self.permute(order) : self).reshape({rows, rows ? self.numel() / rows : 0});
+  at::Tensor o = out.is_contiguous() ? out.view({rows}) : at::empty({rows}, out.options());
+  vnc_tensor xv = to_vnc(x), ov = to_vnc(o);
+  c10::DeviceGuard g(out.device());
+  check(vnc_logsumexp(stream_of(out), "aten::logsumexp", &xv, &ov));
+  if (!out.is_contiguous()) out.copy_(o.view(shape));
+  return out;
+}
+
+at::Tensor logsumexp(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {
+  auto dt = at::isIntegralType(self.scalar_type(), true) ? c10::typeMetaToScalarType(c10::get_default_dtype())
+                                                         : self.scalar_type();
+  at::Tensor out = at::empty({0}, self.options().dtype(dt));
+  return logsumexp_out(self, dims, keepdim, out);
+}
+
+// ---------------------------------------------------------------- searchsorted
+
+at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, bool out_int32, bool right,
+                             std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter_opt,
+                             at::Tensor& result) {
+  const at::Tensor sorter = sorter_opt && sorter_opt->defined() ? *sorter_opt : at::Tensor();
+  at::native::searchsorted_pre_check(sorted, self, result, out_int32, right, side, at::Tensor());
+  if (sorter.defined()) {  // ATen's sorter checks, with reductions that run natively
+    TORCH_CHECK(sorter.device() == sorted.device(), "torch.searchsorted(): sorter and boundary tensors should have same device type, but got sorter tensor device type ",
+                sorter.device(), " and input value tensor device type ", sorted.device());
+    TORCH_CHECK(sorter.sizes() == sorted.sizes(), "torch.searchsorted(): boundary and sorter must have the same size, but got boundary tensor ",
+                sorted.sizes(), "and got sorter tensor ", sorter.sizes());
+    TORCH_CHECK(sorter.scalar_type() == at::kLong, "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype ",
+                sorter.scalar_type());
+    if (sorter.numel() > 0) {
+      int64_t lo = sorter.amin().item<int64_t>(), hi = sorter.amax().item<int64_t>();
+      TORCH_CHECK(lo >= 0 && hi < sorter.sizes().back(), "torch.searchsorted(): sorter index out of range");
+    }
+  }
+  check_same_device("aten::searchsorted", sorted, {&self, &result});
+  at::ScalarType common = at::result_type(sorted, self);
+  TORCH_CHECK_NOT_IMPLEMENTED(common != at::kBool && !at::isComplexType(common),
+                              "\"searchsorted_out_neuron\" not implemented for '", common, "'");
+  at::native::resize_output(result, self.sizes());
+  if (self.numel() == 0) return result;
+  record_native("aten::searchsorted");
+  if (common == at::kDouble) warn_float64("aten::searchsorted");
+  at::Tensor bd = sorted.scalar_type() == common ? sorted : sorted.to(common);
+  at::Tensor in = self.scalar_type() == common ? self : self.to(common);
+  bool is_right = right || (side && *side == "right");
+  vnc_tensor b = to_vnc(bd), v = to_vnc(in), o = to_vnc(result), so = sorter.defined() ? to_vnc(sorter) : vnc_tensor{};
+  c10::DeviceGuard g(result.device());
+  check(vnc_searchsorted(stream_of(result), "aten::searchsorted", &b, &v, sorter.defined() ? &so : nullptr, is_right, &o));
+  return result;
+}
+
+at::Tensor searchsorted_tensor(const at::Tensor& sorted, const at::Tensor& self, bool out_int32, bool right,
+                        std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  at::Tensor result = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong), at::MemoryFormat::Contiguous);
+  return searchsorted_out(sorted, self, out_int32, right, side, sorter, result);
+}
+
+at::Tensor& searchsorted_scalar_out(const at::Tensor& sorted, const at::Scalar& self, bool out_int32, bool right,
+                                    std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                                    at::Tensor& result) {
+  return searchsorted_out(sorted, at::native::searchsorted_scalar_tensor(self, sorted.device()), out_int32, right, side,
+                          sorter, result);
+}
+
+at::Tensor searchsorted_scalar(const at::Tensor& sorted, const at::Scalar& self, bool out_int32, bool right,
+                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  return searchsorted_tensor(sorted, at::native::searchsorted_scalar_tensor(self, sorted.device()), out_int32, right, side, sorter);
+}
+
+// ---------------------------------------------------------------- multinomial / randperm
+
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool replacement, std::optional<at::Generator> gen,
+                            at::Tensor& result) {
+  TORCH_CHECK(result.device() == self.device(), "multinomial arguments must have the same device");
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(result.scalar_type() == at::kLong, "multinomial expects Long tensor out, got: ", result.scalar_type());
+  TORCH_CHECK(n_sample > 0, "cannot sample n_sample <= 0 samples");
+  const int64_t n_categories = self.size(-1);
+  TORCH_CHECK(replacement || n_sample <= n_categories, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(n_categories <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
+  if (self.dim() == 1) at::native::resize_output(result, {n_sample});
+  else at::native::resize_output(result, {self.size(0), n_sample});
+  if (result.numel() == 0) return result;
+  TORCH_CHECK(n_categories > 0, "invalid multinomial distribution (sum of probabilities <= 0)");
+  record_native("aten::multinomial");
+  if (self.scalar_type() == at::kDouble) warn_float64("aten::multinomial");
+  const int64_t rows = self.dim() == 1 ? 1 : self.size(0);
+  c10::DeviceGuard g(self.device());
+  auto [seed, offset] = philox_reserve(gen, self.device().index(), rows * (replacement ? n_sample : n_categories));
+  vnc_tensor p = to_vnc(self), o = to_vnc(result);
+  // ATen validates up front (one message set) unless it samples several draws with replacement.
+  const int checked = !replacement || n_sample == 1;
+  check(vnc_multinomial(stream_of(self), "aten::multinomial", &p, n_sample, replacement, checked, &o, seed, offset));
+  return result;
+}
+
+at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacement, std::optional<at::Generator> gen) {
+  at::Tensor result = at::empty({0}, self.options().dtype(at::kLong));
+  return multinomial_out(self, n_sample, replacement, std::move(gen), result);
+}
+
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& result) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  TORCH_CHECK_NOT_IMPLEMENTED(result.scalar_type() != at::kBool && !result.is_complex(),
+                              "\"randperm\" not implemented for '", result.scalar_type(), "'");
+  at::native::check_supported_max_int_with_precision(n, result);
+  at::native::resize_output(result, {n});
+  record_native("aten::randperm");
+  if (n == 0) return result;
+  c10::DeviceGuard g(result.device());
+  auto [seed, offset] = philox_reserve(gen, result.device().index(), n);
+  vnc_tensor o = to_vnc(result);
+  check(vnc_randperm(stream_of(result), "aten::randperm", &o, seed, offset));
+  return result;
+}
+
+// ---------------------------------------------------------------- flip / roll
+
+// flip: one strided copy from a view of self that starts at the last element of every
+// flipped dim and walks it with negated strides.
+at::Tensor flip_dims(const at::Tensor& self, at::IntArrayRef dims) {
+  const int64_t nd = std::max<int64_t>(self.dim(), 1);
+  std::bitset<at::dim_bitset_size> flipped = at::dim_list_to_bitset(dims, nd);
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
+  record_native("aten::flip");
+  if (self.numel() == 0) return out;
+  vnc_tensor src = to_vnc(self), dst = to_vnc(out);
+  const int64_t es = static_cast<int64_t>(self.element_size());
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (flipped[d]) {
+      src.data = static_cast<char*>(src.data) + (src.sizes[d] - 1) * src.strides[d] * es;
+      src.strides[d] = -src.strides[d];
+    }
+  c10::DeviceGuard g(out.device());
+  check(vnc_copy(stream_of(out), "aten::flip", &dst, &src));
+  return out;
+}
+
+// roll along one dim: two slice copies; several dims roll one after another (as ATen).
+at::Tensor roll_dims(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  if (dims.empty() && shifts.size() == 1) {
+    const int64_t zero = 0;
+    return roll_dims(self.contiguous().view(self.numel()), shifts, at::IntArrayRef(&zero, 1)).view(self.sizes());
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", dims.size());
+  if (dims.size() > 1) return roll_dims(roll_dims(self, shifts.slice(0, 1), dims.slice(0, 1)), shifts.slice(1), dims.slice(1));
+  const int64_t d = at::maybe_wrap_dim(dims[0], self.dim());
+  record_native("aten::roll");
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
+  const int64_t n = self.dim() ? self.size(d) : 1;
+  if (self.numel() == 0) return out;
+  const int64_t s = ((shifts[0] % n) + n) % n;
+  if (s == 0 || self.dim() == 0) return out.copy_(self);
+  out.narrow(d, s, n - s).copy_(self.narrow(d, 0, n - s));
+  out.narrow(d, 0, s).copy_(self.narrow(d, n - s, s));
+  return out;
+}
+
+}  // namespace
+
+using OptType = std::optional<at::ScalarType>;
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sort.stable", TORCH_FN(sort));
+  m.impl("sort.values_stable", TORCH_FN(sort_out));
+  m.impl("topk", TORCH_FN(topk));
+  m.impl("topk.values", TORCH_FN(topk_out));
+  m.impl("cumsum", TORCH_FN((Variants<at::meta::structured_cumsum, int64_t, OptType>::functional<Scan<VNC_SCAN_SUM>>)));
+  m.impl("cumsum_", TORCH_FN((Variants<at::meta::structured_cumsum, int64_t, OptType>::inplace<Scan<VNC_SCAN_SUM>>)));
+  m.impl("cumsum.out", TORCH_FN((Variants<at::meta::structured_cumsum, int64_t, OptType>::out<Scan<VNC_SCAN_SUM>>)));
+  m.impl("cumprod", TORCH_FN((Variants<at::meta::structured_cumprod, int64_t, OptType>::functional<Scan<VNC_SCAN_PROD>>)));
+  m.impl("cumprod_", TORCH_FN((Variants<at::meta::structured_cumprod, int64_t, OptType>::inplace<Scan<VNC_SCAN_PROD>>)));
+  m.impl("cumprod.out", TORCH_FN((Variants<at::meta::structured_cumprod, int64_t, OptType>::out<Scan<VNC_SCAN_PROD>>)));
+  m.impl("_logcumsumexp", TORCH_FN(logcumsumexp));
+  m.impl("_logcumsumexp.out", TORCH_FN(logcumsumexp_out));
+  m.impl("logsumexp", TORCH_FN(logsumexp));
+  m.impl("logsumexp.out", TORCH_FN(logsumexp_out));
+  m.impl("searchsorted.Tensor", TORCH_FN(searchsorted_tensor));
+  m.impl("searchsorted.Tensor_out", TORCH_FN(searchsorted_out));
+  m.impl("searchsorted.Scalar", TORCH_FN(searchsorted_scalar));
+  m.impl("searchsorted.Scalar_out", TORCH_FN(searchsorted_scalar_out));
+  m.impl("multinomial", TORCH_FN(multinomial));
+  m.impl("multinomial.out", TORCH_FN(multinomial_out));
+  m.impl("randperm.generator_out", TORCH_FN(randperm_out));
+  m.impl("flip", TORCH_FN(flip_dims));
+  m.impl("roll", TORCH_FN(roll_dims));
+}
+
+}  // namespace torch_neuronx
