@@ -576,6 +576,19 @@ struct ClampBound {  // clamp_min / clamp_max with a tensor bound
   }
 };
 
+// sgn: sign for real dtypes; complex inputs (z / |z|) take the visible CPU fallback.
+at::Tensor& nx_sgn_out(const at::Tensor& self, at::Tensor& out) {
+  if (!self.is_complex()) return at::sign_out(out, self);
+  std::vector<c10::IValue> stack{self, out};
+  run_cpu_fallback("aten::sgn", "out", stack);
+  return out;
+}
+at::Tensor nx_sgn(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options());
+  return nx_sgn_out(self, out);
+}
+at::Tensor& nx_sgn_(at::Tensor& self) { return nx_sgn_out(self, self); }
+
 }  // namespace
 
 // The three variants of a structured op: functional, in-place and out= kernels.
@@ -637,6 +650,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG3("hardsigmoid", "hardsigmoid_", "hardsigmoid.out", structured_hardsigmoid, Plain<VNC_EW_hardsigmoid>)
   REG3("clamp", "clamp_", "clamp.out", structured_clamp, Clamp, const std::optional<at::Scalar>&,
        const std::optional<at::Scalar>&)
+  m.impl("sgn", TORCH_FN(nx_sgn));
+  m.impl("sgn_", TORCH_FN(nx_sgn_));
+  m.impl("sgn.out", TORCH_FN(nx_sgn_out));
   REG3("clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out", structured_clamp_Tensor, ClampTensor,
        const std::optional<at::Tensor>&, const std::optional<at::Tensor>&)
   REG3("clamp_min.Tensor", "clamp_min_.Tensor", "clamp_min.Tensor_out", structured_clamp_min_Tensor,
