@@ -1,4 +1,5 @@
 /* The kernel thread pool: one job at a time, chunks claimed with an atomic counter. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "internal.h"
@@ -10,14 +11,30 @@ typedef struct job {
   atomic_llong next;
 } job;
 
+/* Workers find a job without the lock: the caller publishes `current` and bumps
+ * `generation`; an idle worker polls the generation for up to SPIN_NS (back-to-back small
+ * kernels then cost no futex wake-up, the role of OpenMP's spin-wait) and only then sleeps
+ * on the condition variable, counted in `sleepers` so the caller signals only when needed.
+ * A worker enters a job by incrementing `active` and re-reading `current`; the caller clears
+ * `current` and then waits for `active` to drain (both sequentially consistent, so either
+ * the worker sees NULL or the caller sees it active: the job, on the caller's stack, is
+ * never touched after the caller returns). */
+#define SPIN_NS 30000
+
 static int pool_size = 1;            /* threads including the caller */
 static pthread_mutex_t owner_lock = PTHREAD_MUTEX_INITIALIZER; /* held by the running job's caller */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* guards sleeping only */
 static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
-static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
-static job *current = NULL;
-static uint64_t generation = 0;
-static int active = 0;               /* workers inside `current` */
+static _Atomic(job *) current = NULL;
+static atomic_uint_fast64_t generation = 0;
+static atomic_int active = 0;        /* workers inside a job */
+static atomic_int sleepers = 0;
+
+static void cpu_relax(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
 
 static void run_chunks(job *j) {
   for (;;) {
@@ -31,20 +48,23 @@ static void run_chunks(job *j) {
 
 static void *worker_main(void *arg) {
   (void)arg;
-  uint64_t seen = 0;
-  pthread_mutex_lock(&lock);
+  uint_fast64_t seen = atomic_load(&generation);
   for (;;) {
-    while (generation == seen || current == NULL) {
-      seen = generation;
-      pthread_cond_wait(&work_cv, &lock);
+    const uint64_t t0 = vnc_now_ns();
+    unsigned polls = 0;
+    while (atomic_load(&generation) == seen && (++polls & 63 || vnc_now_ns() - t0 < SPIN_NS)) cpu_relax();
+    if (atomic_load(&generation) == seen) {
+      pthread_mutex_lock(&lock);
+      atomic_fetch_add(&sleepers, 1);
+      while (atomic_load(&generation) == seen) pthread_cond_wait(&work_cv, &lock);
+      atomic_fetch_sub(&sleepers, 1);
+      pthread_mutex_unlock(&lock);
     }
-    seen = generation;
-    job *j = current;
-    active++;
-    pthread_mutex_unlock(&lock);
-    run_chunks(j);
-    pthread_mutex_lock(&lock);
-    if (--active == 0) pthread_cond_signal(&idle_cv);
+    seen = atomic_load(&generation);
+    atomic_fetch_add(&active, 1);
+    job *j = atomic_load(&current);
+    if (j) run_chunks(j);
+    atomic_fetch_sub(&active, 1);
   }
   return NULL;
 }
@@ -81,15 +101,18 @@ void vnc_parallel_for(int64_t n, int64_t grain, vnc_range_fn fn, void *ctx) {
   j.chunk = (n + nchunks - 1) / nchunks;
   j.nchunks = (n + j.chunk - 1) / j.chunk;
   atomic_init(&j.next, 0);
-  pthread_mutex_lock(&lock);
-  current = &j;
-  generation++;
-  pthread_cond_broadcast(&work_cv);
-  pthread_mutex_unlock(&lock);
+  atomic_store(&current, &j);
+  atomic_fetch_add(&generation, 1);
+  if (atomic_load(&sleepers) > 0) {
+    pthread_mutex_lock(&lock);
+    pthread_cond_broadcast(&work_cv);
+    pthread_mutex_unlock(&lock);
+  }
   run_chunks(&j);
-  pthread_mutex_lock(&lock);
-  current = NULL; /* no new worker joins; wait for those inside */
-  while (active > 0) pthread_cond_wait(&idle_cv, &lock);
-  pthread_mutex_unlock(&lock);
+  atomic_store(&current, NULL); /* no new worker enters; wait for those inside */
+  for (unsigned polls = 1; atomic_load(&active) > 0; polls++) {
+    if (polls & 63) cpu_relax();
+    else sched_yield(); /* a worker inside may be descheduled */
+  }
   pthread_mutex_unlock(&owner_lock);
 }
