@@ -30,7 +30,10 @@
 #include <ATen/ops/le_meta.h>
 #include <ATen/ops/leaky_relu_backward_meta.h>
 #include <ATen/ops/leaky_relu_meta.h>
+#include <ATen/ops/hypot_meta.h>
 #include <ATen/ops/isneginf_meta.h>
+#include <ATen/ops/mish_meta.h>
+#include <ATen/ops/xlogy_meta.h>
 #include <ATen/ops/isposinf_meta.h>
 #include <ATen/ops/lerp_meta.h>
 #include <ATen/ops/lt_meta.h>
@@ -454,7 +457,10 @@ at::Tensor& nx_logical_not_(at::Tensor& self) { return nx_logical_not_out(self, 
 
 // abs: real tensors only here (complex abs changes dtype; it stays on the fallback).
 at::Tensor& nx_abs_out(const at::Tensor& self, at::Tensor& out) {
-  TORCH_CHECK(!self.is_complex(), "abs of complex tensors is not natively supported on neuron");
+  if (self.is_complex()) {  // |z| = hypot(re, im), as std::abs of a complex
+    const at::Tensor r = at::view_as_real(self);
+    return at::hypot_out(out, r.select(-1, 0), r.select(-1, 1));
+  }
   auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).build();
   launch_ew(iter, VNC_EW_abs, no_params(), "aten::abs");
   return out;
@@ -576,6 +582,50 @@ struct ClampBound {  // clamp_min / clamp_max with a tensor bound
   }
 };
 
+at::Tensor& nx_mish_backward_out(const at::Tensor& grad, const at::Tensor& self, at::Tensor& out) {
+  auto iter = at::TensorIterator::borrowing_binary_op(out, grad, self);
+  launch_ew(iter, VNC_EW_mish_backward, no_params(), "aten::mish_backward");
+  return out;
+}
+at::Tensor nx_mish_backward(const at::Tensor& grad, const at::Tensor& self) {
+  at::Tensor out;
+  auto iter = at::TensorIterator::borrowing_binary_op(out, grad, self);
+  launch_ew(iter, VNC_EW_mish_backward, no_params(), "aten::mish_backward");
+  return iter.output();
+}
+
+// nan_to_num: NaN -> nan (default 0), +-inf -> posinf / neginf (default: the dtype's largest and
+// lowest finite values). Integer and bool tensors are copied unchanged, as ATen does.
+at::Tensor& nx_nan_to_num_out(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                              std::optional<double> neginf, at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "nan_to_num: dtype of out: ", out.scalar_type(),
+              " should be same as input: ", self.scalar_type());
+  if (!at::isFloatingType(self.scalar_type()) && !self.is_complex()) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+    return out;
+  }
+  TORCH_CHECK(!self.is_complex(), "nan_to_num of complex tensors is not natively supported on neuron");
+  vnc_ew_params p{};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "nan_to_num", [&] {
+    p.f[0] = nan.value_or(0.0);
+    p.f[1] = posinf.value_or(static_cast<double>(std::numeric_limits<scalar_t>::max()));
+    p.f[2] = neginf.value_or(static_cast<double>(std::numeric_limits<scalar_t>::lowest()));
+  });
+  auto iter = at::TensorIterator::unary_op(out, self);
+  launch_ew(iter, VNC_EW_nan_to_num, p, "aten::nan_to_num");
+  return out;
+}
+at::Tensor nx_nan_to_num(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                         std::optional<double> neginf) {
+  at::Tensor out = at::empty_like(self);
+  return nx_nan_to_num_out(self, nan, posinf, neginf, out);
+}
+at::Tensor& nx_nan_to_num_(at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                           std::optional<double> neginf) {
+  return nx_nan_to_num_out(self, nan, posinf, neginf, self);
+}
+
 // sgn: sign for real dtypes; complex inputs (z / |z|) take the visible CPU fallback.
 at::Tensor& nx_sgn_out(const at::Tensor& self, at::Tensor& out) {
   if (!self.is_complex()) return at::sign_out(out, self);
@@ -650,6 +700,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG3("hardsigmoid", "hardsigmoid_", "hardsigmoid.out", structured_hardsigmoid, Plain<VNC_EW_hardsigmoid>)
   REG3("clamp", "clamp_", "clamp.out", structured_clamp, Clamp, const std::optional<at::Scalar>&,
        const std::optional<at::Scalar>&)
+  REG3("hypot", "hypot_", "hypot.out", structured_hypot, Plain<VNC_EW_hypot>, T)
+  REG3("xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", structured_xlogy_Tensor, Plain<VNC_EW_xlogy>, T)
+  REG3("mish", "mish_", "mish.out", structured_mish, Plain<VNC_EW_mish>)
+  m.impl("mish_backward", TORCH_FN(nx_mish_backward));
+  m.impl("nan_to_num", TORCH_FN(nx_nan_to_num));
+  m.impl("nan_to_num_", TORCH_FN(nx_nan_to_num_));
+  m.impl("nan_to_num.out", TORCH_FN(nx_nan_to_num_out));
   m.impl("sgn", TORCH_FN(nx_sgn));
   m.impl("sgn_", TORCH_FN(nx_sgn_));
   m.impl("sgn.out", TORCH_FN(nx_sgn_out));

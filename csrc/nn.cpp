@@ -1,5 +1,6 @@
 // Neural-network ops on the neuron key: softmax family, layer norm, NLL loss, regression losses
-// (MSE, smooth L1, Huber) and log_sigmoid, index_select, embedding backward, arange, tril/triu. ATen's meta functions (where they exist) check
+// (MSE, smooth L1, Huber) and log_sigmoid, index_select, embedding backward, arange, eye, linspace,
+// tril/triu. ATen's meta functions (where they exist) check
 // arguments and size outputs; the runtime's vnc/nn.h kernels compute.
 #include "neuron.h"
 #include "structured.h"
@@ -402,6 +403,64 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   return out;
 }
 
+// eye: zeros with ones on the main diagonal (fill_ of the diagonal view).
+at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  record_native("aten::eye");
+  at::native::resize_output(out, {n, m});
+  out.zero_();
+  if (n > 0 && m > 0) out.diagonal().fill_(1);
+  return out;
+}
+at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
+at::Tensor eye_m(int64_t n, int64_t m, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                 std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  at::Tensor out = at::empty({0}, at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
+  return eye_m_out(n, m, out);
+}
+at::Tensor eye(int64_t n, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+               std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  return eye_m(n, n, dtype, layout, device, pin_memory);
+}
+
+// linspace with ATen's formula: start + step*i for the first half, end - step*(steps-1-i) for
+// the rest (so both ends are exact), computed in float32 on the device.
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  // Complex, and integer outputs (ATen truncates double products; float32 would differ at
+  // integer boundaries), take the visible CPU fallback.
+  if (out.is_complex() || at::isIntegralType(out.scalar_type(), true)) {
+    std::vector<c10::IValue> stack{start, end, steps, out};
+    run_cpu_fallback("aten::linspace", "out", stack);
+    return out;
+  }
+  record_native("aten::linspace");
+  if (out.numel() != steps) at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  if (steps == 1) return out.fill_(start);
+  // As ATen: bounds and step in the output dtype, every product and sum in it too.
+  const at::ScalarType dt = out.scalar_type();
+  double s = 0, e = 0, step = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dt, "linspace", [&] {
+    const scalar_t a = start.to<scalar_t>(), b = end.to<scalar_t>();
+    s = static_cast<double>(a), e = static_cast<double>(b);
+    step = static_cast<double>(static_cast<scalar_t>((b - a) / static_cast<scalar_t>(steps - 1)));
+  });
+  const at::Tensor idx = at::arange(steps, out.options());
+  const at::Tensor lo = at::add(at::mul(idx, step), s);
+  const at::Tensor hi = at::rsub(at::mul(at::rsub(idx, static_cast<double>(steps - 1)), step), e);
+  out.copy_(at::where(idx < static_cast<double>(steps / 2), lo, hi));
+  return out;
+}
+at::Tensor linspace(const at::Scalar& start, const at::Scalar& end, int64_t steps, std::optional<at::ScalarType> dtype,
+                    std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  at::Tensor out = at::empty({0}, at::TensorOptions()
+                                      .dtype(dtype.value_or(c10::typeMetaToScalarType(at::get_default_dtype())))
+                                      .layout(layout).device(device).pinned_memory(pin_memory));
+  return linspace_out(start, end, steps, out);
+}
+
 template <bool UPPER>
 struct Tri {
   template <class M>
@@ -501,6 +560,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
   m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("eye", TORCH_FN(eye));
+  m.impl("eye.m", TORCH_FN(eye_m));
+  m.impl("eye.out", TORCH_FN(eye_out));
+  m.impl("eye.m_out", TORCH_FN(eye_m_out));
+  m.impl("linspace", TORCH_FN(linspace));
+  m.impl("linspace.out", TORCH_FN(linspace_out));
   m.impl("native_dropout", TORCH_FN(native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
   m.impl("cat", TORCH_FN(cat));

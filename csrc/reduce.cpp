@@ -48,6 +48,21 @@ struct SumLike {
   }
   template <class M, class Dim>
   static void run(M&, const at::Tensor& self, Dim dim, bool keepdim, std::optional<at::ScalarType>, const at::Tensor& out) {
+    if constexpr (!std::is_same_v<std::decay_t<Dim>, int64_t>) {
+      if (out.is_complex()) {  // sum / mean of complex values: of the real view, re and im apart
+        const at::Tensor src = self.scalar_type() == out.scalar_type() ? self : self.to(out.scalar_type());
+        at::DimVector dims;
+        if (dim && !dim->empty()) {
+          for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, std::max<int64_t>(self.dim(), 1)));
+        } else {
+          for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
+        }
+        const at::Tensor re = at::view_as_real(src), ro = at::view_as_real(out);
+        auto iter = at::meta::make_reduction(re, ro, dims, keepdim, re.scalar_type());
+        launch_reduce(iter, OP, name());
+        return;
+      }
+    }
     if constexpr (std::is_same_v<std::decay_t<Dim>, int64_t>) {
       int64_t d = dim;
       auto iter = at::meta::make_reduction(self, out, at::IntArrayRef(&d, 1), keepdim, read_dtype(self, out));

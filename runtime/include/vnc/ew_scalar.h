@@ -125,6 +125,11 @@ static inline float vnc_f_clamp(float a, const vnc_ew_params *P) {
 static inline float vnc_f_lerp(float a, float b, float w) {
   return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
+/* d/dx [x tanh(softplus(x))], the expression of ATen's CPU kernel. */
+static inline float vnc_f_mish_grad(float g, float x) {
+  const float sig = 1.0f / (1.0f + expf(-x)), tsp = tanhf(log1pf(expf(x)));
+  return g * (tsp + x * sig * (1.0f - tsp * tsp));
+}
 static inline float vnc_f_softplus(float a, float beta, float threshold) {
   return a * beta > threshold ? a : log1pf(expf(a * beta)) / beta;
 }

@@ -47,6 +47,8 @@ typedef struct vnc_ew_na {
   X(fmod, 2, S, fmodf(a, b), VNC_I_FMOD(T, a, b), VNC_NA, VNC_NA) \
   X(pow, 2, S, powf(a, b), (T)vnc_i_pow((int64_t)a, (int64_t)b), VNC_NA, VNC_NA) \
   X(atan2, 2, S, atan2f(a, b), VNC_NA, VNC_NA, VNC_NA) \
+  X(hypot, 2, S, hypotf(a, b), VNC_NA, VNC_NA, VNC_NA) \
+  X(xlogy, 2, S, isnan(b) ? NAN : (a == 0.0f ? 0.0f : a * logf(b)), VNC_NA, VNC_NA, VNC_NA) \
   X(maximum, 2, S, vnc_f_max(a, b), (T)(a > b ? a : b), a || b, VNC_NA) \
   X(minimum, 2, S, vnc_f_min(a, b), (T)(a < b ? a : b), a && b, VNC_NA) \
   X(fmax, 2, S, fmaxf(a, b), (T)(a > b ? a : b), a || b, VNC_NA) \
@@ -115,6 +117,10 @@ typedef struct vnc_ew_na {
   X(leaky_relu, 1, S, a > 0.0f ? a : a * (float)P->f[0], VNC_NA, VNC_NA, VNC_NA) \
   X(elu, 1, S, vnc_f_elu(a, (float)P->f[0], (float)P->f[1], (float)P->f[2]), VNC_NA, VNC_NA, VNC_NA) \
   X(hardswish, 1, S, vnc_f_hardswish(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(mish, 1, S, a * tanhf(log1pf(expf(a))), VNC_NA, VNC_NA, VNC_NA) \
+  X(mish_backward, 2, S, vnc_f_mish_grad(a, b), VNC_NA, VNC_NA, VNC_NA) /* a: grad, b: input */ \
+  /* nan_to_num: P->f = {nan, posinf, neginf} replacements */ \
+  X(nan_to_num, 1, S, isnan(a) ? (float)P->f[0] : a == INFINITY ? (float)P->f[1] : a == -INFINITY ? (float)P->f[2] : a, a, a, VNC_NA) \
   X(hardsigmoid, 1, S, fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f, VNC_NA, VNC_NA, VNC_NA) \
   /* backward of activations: a = grad_output, b = input (or result where noted), except
    * where ATen's meta orders them (self, grad): threshold_backward, leaky_relu_backward */ \

@@ -1,0 +1,57 @@
+"""Ops that models commonly call run natively (no CPU fallback) and match CPU PyTorch,
+forward and backward."""
+import pytest
+import torch
+
+import torch_neuronx
+
+F = torch.nn.functional
+
+
+def _x(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+CASES = {
+    "kl_div (xlogy)": (lambda x: F.kl_div(x.log_softmax(-1), x.softmax(-1).detach(), reduction="batchmean"), (4, 6)),
+    "mish": (lambda x: F.mish(x), (3, 5)),
+    "hypot": (lambda x: torch.hypot(x, x.flip(0)), (4, 3)),
+    "nan_to_num": (lambda x: torch.nan_to_num(x / (x > 0), posinf=7.0), (5, 4)),
+    "logsigmoid": (lambda x: F.logsigmoid(x * 30), (3, 4)),
+    "clamp tensor bounds": (lambda x: torch.clamp(x, -x.abs().detach() * 0.5, x.abs().detach() * 0.3), (4, 4)),
+    "l1_loss": (lambda x: F.l1_loss(x, torch.ones_like(x)), (3, 3)),
+    "gather": (lambda x: x.gather(1, torch.tensor([[0, 2], [1, 1], [2, 0]], device=x.device)), (3, 3)),
+    "advanced index": (lambda x: x[torch.tensor([2, 0, 2], device=x.device)], (3, 4)),
+    "cumsum": (lambda x: x.cumsum(1), (3, 7)),
+    "logsumexp": (lambda x: x.logsumexp(-1), (3, 7)),
+    "sort values": (lambda x: x.sort(-1).values, (3, 7)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_common_ops_are_native_and_match_cpu(name):
+    fn, shape = CASES[name]
+    x = _x(*shape)
+    xc, xn = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    torch_neuronx.clear_op_tracking()
+    expected, actual = fn(xc), fn(xn)
+    torch.testing.assert_close(actual.cpu(), expected.detach(), rtol=1e-5, atol=1e-6, equal_nan=True)
+    expected.sum().backward()
+    actual.sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_creation_and_complex_reductions_are_native():
+    torch_neuronx.clear_op_tracking()
+    assert torch.equal(torch.eye(3, 5, device="neuron").cpu(), torch.eye(3, 5))
+    for dtype in (torch.float32, torch.bfloat16):
+        torch.testing.assert_close(torch.linspace(-2, 3, 17, dtype=dtype, device="neuron").cpu(),
+                                   torch.linspace(-2, 3, 17, dtype=dtype), rtol=0, atol=0)
+    z = torch.complex(_x(4, 3), _x(4, 3, seed=1))
+    zn = z.to("neuron")
+    torch.testing.assert_close(zn.abs().cpu(), z.abs())
+    torch.testing.assert_close(zn.sum(0).cpu(), z.sum(0))
+    torch.testing.assert_close(zn.mean().cpu(), z.mean())
+    assert torch_neuronx.get_fallback_ops() == []
