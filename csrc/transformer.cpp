@@ -1,10 +1,18 @@
-// The fused fast-path ops PyTorch takes for any PrivateUse1 device in eval mode:
+// Attention on the neuron key: scaled_dot_product_attention's fused backend for PrivateUse1
+// (_fused_sdp_choice answers "overrideable"; forward and backward run vnc/attention.h), and
+// the fast-path ops PyTorch takes for any PrivateUse1 device in eval mode:
 // _native_multi_head_attention (composed here from native ops) and
 // _transformer_encoder_layer_fwd (ATen's own device-generic composition, which calls the former).
 #include "neuron.h"
 
+#include <ATen/Context.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <torch/library.h>
+
+#include <cmath>
 
 namespace torch_neuronx {
 namespace {
@@ -57,11 +65,111 @@ at::Tensor encoder_layer(const at::Tensor& src, int64_t embed_dim, int64_t num_h
       mask, mask_type);
 }
 
+// ---------------------------------------------------------------- scaled_dot_product_attention
+
+constexpr const char* kSdpa = "aten::_scaled_dot_product_fused_attention_overrideable";
+
+// The fused kernel serves 4-D (batch, heads, length, dim) floating inputs with equal batch
+// and head counts and no dropout; anything else takes PyTorch's math path (a composition of
+// native ops, which covers dropout, grouped-query heads and float64).
+int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const std::optional<at::Tensor>& mask, double dropout_p, bool, std::optional<double>,
+                         bool) {
+  const auto dt = q.scalar_type();
+  const bool fused = at::globalContext().userEnabledOverrideableSDP() && dropout_p == 0.0 && q.dim() == 4 &&
+                     k.dim() == 4 && v.dim() == 4 && !q.is_nested() && !k.is_nested() && !v.is_nested() &&
+                     (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf) && k.scalar_type() == dt &&
+                     v.scalar_type() == dt && k.size(0) == q.size(0) && v.size(0) == q.size(0) &&
+                     k.size(1) == q.size(1) && v.size(1) == q.size(1) && k.size(3) == q.size(3) &&
+                     v.size(2) == k.size(2) && q.device() == k.device() && q.device() == v.device() &&
+                     (!mask || !mask->defined() || mask->device() == q.device());
+  return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
+}
+
+at::Tensor f32_contiguous(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
+
+// The additive float32 bias, expanded to (B, H, L, S): bool masks keep True positions
+// (0) and drop False ones (-inf), as PyTorch's math path.
+at::Tensor bias_of(const at::Tensor& mask, int64_t B, int64_t H, int64_t L, int64_t S) {
+  if (!mask.defined()) return mask;
+  at::Tensor b = mask.scalar_type() == at::kBool
+                     ? at::zeros(mask.sizes(), mask.options().dtype(at::kFloat))
+                           .masked_fill_(mask.logical_not(), -std::numeric_limits<float>::infinity())
+                     : mask.to(at::kFloat);
+  return b.expand({B, H, L, S});
+}
+
+vnc_attention attention_args(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
+                             bool causal, std::optional<double> scale) {
+  vnc_attention a{};
+  a.B = q.size(0), a.H = q.size(1), a.L = q.size(2), a.E = q.size(3), a.S = k.size(2), a.Ev = v.size(3);
+  a.scale = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(a.E));
+  a.causal = causal;
+  a.q = q.data_ptr<float>(), a.k = k.data_ptr<float>(), a.v = v.data_ptr<float>();
+  if (bias.defined()) {
+    a.bias = static_cast<const float*>(element_ptr(bias));
+    for (int d = 0; d < 4; d++) a.bias_strides[d] = bias.stride(d);
+  }
+  return a;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
+sdpa_forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+             const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal, bool, std::optional<double> scale) {
+  TORCH_CHECK(dropout_p == 0.0, kSdpa, ": dropout is not supported by the fused kernel (dropout_p must be 0)");
+  TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4, kSdpa,
+              ": expected 4-D (batch, heads, length, dim) query, key and value");
+  const at::Tensor mask = attn_bias.value_or(at::Tensor());
+  check_same_device(kSdpa, query, {&key, &value, &mask});
+  record_native(kSdpa);
+  const at::Tensor q = f32_contiguous(query), k = f32_contiguous(key), v = f32_contiguous(value);
+  const at::Tensor bias = bias_of(mask, q.size(0), q.size(1), q.size(2), k.size(2));
+  at::Tensor out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
+  at::Tensor lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
+  const vnc_attention a = attention_args(q, k, v, bias, is_causal, scale);
+  c10::DeviceGuard guard(query.device());
+  check(vnc_attention_forward(stream_of(q), kSdpa, &a, out.data_ptr<float>(), lse.data_ptr<float>()));
+  const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
+  return {out.to(query.scalar_type()), lse, none, none, c10::SymInt(a.L), c10::SymInt(a.S), none, none, none};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out, const at::Tensor& logsumexp,
+    const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, const at::Tensor&,
+    const at::Tensor&, std::optional<double> scale) {
+  constexpr const char* name = "aten::_scaled_dot_product_fused_attention_overrideable_backward";
+  TORCH_CHECK(dropout_p == 0.0, name, ": dropout is not supported by the fused kernel (dropout_p must be 0)");
+  check_same_device(name, query, {&grad_out, &key, &value, &attn_bias, &out, &logsumexp});
+  record_native(name);
+  const at::Tensor q = f32_contiguous(query), k = f32_contiguous(key), v = f32_contiguous(value);
+  const at::Tensor go = f32_contiguous(grad_out), o = f32_contiguous(out), lse = f32_contiguous(logsumexp);
+  const at::Tensor bias = bias_of(attn_bias, q.size(0), q.size(1), q.size(2), k.size(2));
+  at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v), dbias;
+  const bool want_dbias = grad_input_mask[3] && attn_bias.defined() && at::isFloatingType(attn_bias.scalar_type());
+  if (want_dbias) dbias = at::empty({q.size(0), q.size(1), q.size(2), k.size(2)}, q.options());
+  const vnc_attention a = attention_args(q, k, v, bias, is_causal, scale);
+  c10::DeviceGuard guard(query.device());
+  check(vnc_attention_backward(stream_of(q), name, &a, go.data_ptr<float>(), o.data_ptr<float>(), lse.data_ptr<float>(),
+                               dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(),
+                               want_dbias ? dbias.data_ptr<float>() : nullptr));
+  if (want_dbias) dbias = dbias.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
+  return {dq.to(query.scalar_type()), dk.to(key.scalar_type()), dv.to(value.scalar_type()), dbias};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(sdpa_forward));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(sdpa_backward));
   m.impl("_native_multi_head_attention", TORCH_FN(native_mha));
   m.impl("_transformer_encoder_layer_fwd", TORCH_FN(encoder_layer));
 }
 
 }  // namespace torch_neuronx
+
+// scaled_dot_product_attention asks this DispatchStub (keyed by device type) for its backend.
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_neuronx::fused_sdp_choice)
+}  // namespace at::native

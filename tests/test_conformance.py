@@ -62,7 +62,8 @@ XFAIL = _xfails()
 # OpInfos whose ATen kernel has another name than the OpInfo: the op the Python entry point reaches.
 KERNEL_OF = {"__getitem__": "index", "index_put": "_index_put_impl_", "log_sigmoid": "log_sigmoid_forward",
              "nn.functional.mse_loss": "mse_loss", "nn.functional.smooth_l1_loss": "smooth_l1_loss",
-             "nn.functional.huber_loss": "huber_loss"}
+             "nn.functional.huber_loss": "huber_loss",
+             "nn.functional.scaled_dot_product_attention": "_scaled_dot_product_fused_attention_overrideable"}
 
 
 def _is_native(op) -> bool:
@@ -128,6 +129,8 @@ def _on_neuron(sample):
 
 
 def _check_sample(op, sample, dtype, what):
+    if sample.kwargs.get("dropout_p", 0) > 0:  # random output (scaled_dot_product_attention's dropout)
+        return
     try:
         expected = _run(op, sample)
     except Exception as e:  # the device must refuse the same input the same way
@@ -194,6 +197,8 @@ def test_op_matches_cpu(op, dtype):
         _check_sample(op, sample.noncontiguous(), dtype, f"{_ident(op)} sample {i} (non-contiguous)")
     if dtype == torch.float32 and op.supports_autograd:
         for i, sample in enumerate(list(op.sample_inputs("cpu", dtype, requires_grad=True))[:GRAD_SAMPLES]):
+            if sample.kwargs.get("dropout_p", 0) > 0:
+                continue
             try:
                 expected = _grads(op, sample)
             except Exception:

@@ -16,6 +16,7 @@
 #include "conv.h"
 #include "index.h"
 #include "optim.h"
+#include "attention.h"
 #include "sort.h"
 #include "scan.h"
 #endif

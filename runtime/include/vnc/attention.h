@@ -1,0 +1,40 @@
+/* vnc/attention.h — scaled dot-product attention, forward and backward, for each
+ * (batch, head) pair of contiguous float32 tensors:
+ *   S = scale * Q K^T + bias;  causal: S[i][j] = -inf for j > i (top-left aligned, as
+ *   PyTorch's math path);  P = softmax(S) by rows (a row with no finite score gives P = 0
+ *   and lse = -inf, as PyTorch's safe softmax);  O = P V;  lse[i] = logsumexp(S[i]).
+ * Q [BH, L, E], K [BH, S, E], V [BH, S, Ev], O [BH, L, Ev], lse [BH, L]; bias (optional)
+ * is read at bias + b*bias_strides[0] + h*[1] + i*[2] + j*[3] (element strides; 0 for
+ * broadcast dims) with BH = B*H, pair p = b*H + h.
+ * Every sum runs in a fixed order set by the shape (work is split over pairs only), so
+ * results do not depend on the thread count. The backward recomputes P from lse. */
+#ifndef VNC_ATTENTION_H
+#define VNC_ATTENTION_H
+
+#include <stdint.h>
+#include "stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vnc_attention {
+  int64_t B, H, L, S, E, Ev;
+  double scale;
+  int causal;
+  const float *q, *k, *v;
+  const float *bias;        /* may be NULL */
+  int64_t bias_strides[4];
+} vnc_attention;
+
+vnc_status vnc_attention_forward(vnc_stream *s, const char *op, const vnc_attention *a, float *out, float *lse);
+/* dout [BH, L, Ev]; out and lse from the forward. dq, dk, dv receive the gradients; dbias
+ * (may be NULL) receives dS as a contiguous [B, H, L, S] tensor. */
+vnc_status vnc_attention_backward(vnc_stream *s, const char *op, const vnc_attention *a, const float *dout,
+                                  const float *out, const float *lse, float *dq, float *dk, float *dv,
+                                  float *dbias);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+"""scaled_dot_product_attention on neuron: the fused kernel (the PrivateUse1 "overrideable"
+backend) against CPU PyTorch, forward and backward, and the math path where it does not apply."""
+import pytest
+import torch
+
+import torch_neuronx
+
+F = torch.nn.functional
+B, H, L, S, E, EV = 2, 3, 7, 9, 8, 5
+
+
+def _run(device, q, k, v, **kw):
+    q, k, v = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+    kw = {n: (a.detach().to(device) if isinstance(a, torch.Tensor) else a) for n, a in kw.items()}
+    if isinstance(kw.get("attn_mask"), torch.Tensor) and kw["attn_mask"].is_floating_point():
+        kw["attn_mask"].requires_grad_()
+    if device == "cpu":  # PyTorch's math path: the reference that also differentiates a float mask
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.MATH):
+            out = F.scaled_dot_product_attention(q, k, v, **kw)
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, **kw)
+    weights = torch.arange(out.numel(), dtype=out.dtype).reshape(out.shape).sin().to(device)
+    (out * weights).sum().backward()
+    grads = [q.grad, k.grad, v.grad]
+    if isinstance(kw.get("attn_mask"), torch.Tensor) and kw["attn_mask"].requires_grad:
+        grads.append(kw["attn_mask"].grad)
+    return [t.detach().cpu() for t in [out, *grads]]
+
+
+CASES = {
+    "plain": {},
+    "causal": dict(is_causal=True),
+    "scale": dict(scale=0.3),
+    "bool mask": dict(attn_mask=torch.rand(L, S, generator=torch.Generator().manual_seed(1)) > 0.3),
+    "float mask with gradient": dict(attn_mask=torch.randn(B, 1, L, S, generator=torch.Generator().manual_seed(2))),
+    "fully masked row": dict(attn_mask=torch.cat([torch.zeros(1, S, dtype=torch.bool), torch.ones(L - 1, S, dtype=torch.bool)])),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fused_attention_matches_cpu(name):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(B, H, L, E, generator=g), torch.randn(B, H, S, E, generator=g), torch.randn(B, H, S, EV, generator=g)
+    torch_neuronx.clear_op_tracking()
+    expected, actual = _run("cpu", q, k, v, **CASES[name]), _run("neuron", q, k, v, **CASES[name])
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=2e-6, equal_nan=True)
+    ops = torch_neuronx.get_executed_op_counts()
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" in ops
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops
+    assert "aten::bmm" not in ops   # not the math path
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_dropout_and_grouped_query_take_the_native_math_path():
+    q = torch.randn(1, 4, 5, 8, device="neuron")
+    kv = torch.randn(1, 2, 5, 8, device="neuron")
+    torch_neuronx.clear_op_tracking()
+    out = F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+    expected = F.scaled_dot_product_attention(q.cpu(), kv.cpu(), kv.cpu(), enable_gqa=True)
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-6)
+    F.scaled_dot_product_attention(q, q, q, dropout_p=0.5).cpu()
+    ops = torch_neuronx.get_executed_op_counts()
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" not in ops
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_sdpa_kernel_context_selects_the_math_path():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q = torch.randn(1, 2, 4, 8, device="neuron")
+    torch_neuronx.clear_op_tracking()
+    with sdpa_kernel(SDPBackend.MATH):
+        F.scaled_dot_product_attention(q, q, q).cpu()
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" not in torch_neuronx.get_executed_op_counts()
