@@ -36,16 +36,24 @@ std::tuple<at::Tensor, at::Tensor> native_mha(const at::Tensor& query, const at:
   at::Tensor q = heads(at::linear(query, w[0], b[0]), L);
   at::Tensor k = heads(at::linear(key, w[1], b[1]), S);
   at::Tensor v = heads(at::linear(value, w[2], b[2]), S);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).div(std::sqrt(static_cast<double>(dh)));
+  at::Tensor bias;  // additive: MHA's bool masks mark the positions to drop
   if (mask && mask->defined()) {
     at::Tensor m = *mask;
     if (mask_type && *mask_type == 1) m = m.view({B, 1, 1, S});
-    if (m.scalar_type() == at::kBool) scores = scores.masked_fill(m, -std::numeric_limits<float>::infinity());
-    else scores = scores.add(m);
+    bias = m.scalar_type() == at::kBool
+               ? at::zeros(m.sizes(), q.options()).masked_fill_(m, -std::numeric_limits<float>::infinity())
+               : m;
   }
-  at::Tensor attn = at::softmax(scores, -1);
-  at::Tensor out = at::matmul(attn, v).transpose(1, 2).reshape({B, L, embed_dim});
-  out = at::linear(out, proj_weight, proj_bias);
+  at::Tensor ctx, attn;
+  if (need_weights) {
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).div(std::sqrt(static_cast<double>(dh)));
+    if (bias.defined()) scores = scores.add(bias);
+    attn = at::softmax(scores, -1);
+    ctx = at::matmul(attn, v);
+  } else {  // no weights wanted: the fused attention kernel
+    ctx = at::scaled_dot_product_attention(q, k, v, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt);
+  }
+  at::Tensor out = at::linear(ctx.transpose(1, 2).reshape({B, L, embed_dim}), proj_weight, proj_bias);
   if (!need_weights) return {out, at::empty({0}, out.options())};
   return {out, average_attn_weights ? attn.mean(1) : attn};
 }
