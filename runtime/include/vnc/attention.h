@@ -6,8 +6,9 @@
  * Q [BH, L, E], K [BH, S, E], V [BH, S, Ev], O [BH, L, Ev], lse [BH, L]; bias (optional)
  * is read at bias + b*bias_strides[0] + h*[1] + i*[2] + j*[3] (element strides; 0 for
  * broadcast dims) with BH = B*H, pair p = b*H + h.
- * Every sum runs in a fixed order set by the shape (work is split over pairs only), so
- * results do not depend on the thread count. The backward recomputes P from lse. */
+ * Products go through BLAS sgemm; work is split over pairs only and softmax sums run in
+ * index order, so results do not depend on the runtime's thread count. The backward
+ * recomputes P from lse. Workspace: 2 * L * S floats per thread. */
 #ifndef VNC_ATTENTION_H
 #define VNC_ATTENTION_H
 

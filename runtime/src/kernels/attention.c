@@ -1,9 +1,11 @@
-/* Scaled dot-product attention (see vnc/attention.h). Per (batch, head) pair, K and V are
- * packed transposed so that every product below is an axpy over a contiguous row: the
- * compiler vectorises them without reassociating any sum. */
+/* Scaled dot-product attention (see vnc/attention.h). Per (batch, head) pair the score and
+ * probability matrices [L, S] live in a per-thread workspace; the five products are BLAS
+ * sgemm calls (small ones run single-threaded inside BLAS, so pairs run in parallel on the
+ * pool); softmax and its gradient run by rows in index order. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "internal.h"
 #include "vnc/attention.h"
 #include "vnc/threadpool.h"
 
@@ -14,105 +16,80 @@ typedef struct attn_task {
   int backward;
 } attn_task;
 
-static void axpy(float *restrict y, float alpha, const float *restrict x, int64_t n) {
-  for (int64_t t = 0; t < n; t++) y[t] = y[t] + alpha * x[t];
-}
-
-static void transpose(float *restrict dst, const float *restrict src, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
-}
-
-/* Scores of query row i of pair p: s[j] = scale * q_i . k_j + bias, -inf where masked. */
-static void scores(const vnc_attention *a, int64_t p, int64_t i, const float *qi, const float *kT, float *s) {
-  const int64_t S = a->S;
-  memset(s, 0, sizeof(float) * (size_t)S);
-  for (int64_t e = 0; e < a->E; e++) axpy(s, qi[e], kT + e * S, S);
-  const float scale = (float)a->scale;
-  const float *bias = a->bias ? a->bias + (p / a->H) * a->bias_strides[0] + (p % a->H) * a->bias_strides[1] +
-                                    i * a->bias_strides[2]
-                              : NULL;
-  for (int64_t j = 0; j < S; j++) {
-    float v = s[j] * scale;
-    if (bias) v = v + bias[j * a->bias_strides[3]];
-    s[j] = (a->causal && j > i) ? -INFINITY : v;
+/* sc [L, S] = scale * Q K^T + bias, -inf where causally masked. */
+static void scores(const vnc_attention *a, int64_t p, float *sc) {
+  const int64_t L = a->L, S = a->S, E = a->E;
+  vnc_sgemm(0, 1, L, S, E, (float)a->scale, a->q + p * L * E, E, a->k + p * S * E, E, 0.0f, sc, S);
+  const float *bias = a->bias ? a->bias + (p / a->H) * a->bias_strides[0] + (p % a->H) * a->bias_strides[1] : NULL;
+  for (int64_t i = 0; i < L; i++) {
+    float *row = sc + i * S;
+    if (bias)
+      for (int64_t j = 0; j < S; j++) row[j] = row[j] + bias[i * a->bias_strides[2] + j * a->bias_strides[3]];
+    if (a->causal)
+      for (int64_t j = i + 1; j < S; j++) row[j] = -INFINITY;
   }
 }
 
 static void forward_pairs(void *ctx, int64_t p0, int64_t p1) {
   const attn_task *t = ctx;
   const vnc_attention *a = &t->a;
-  const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev;
-  float *kT = malloc(sizeof(float) * (size_t)(E * S + S + 1));
-  float *s = kT + E * S;
+  const int64_t L = a->L, S = a->S, Ev = a->Ev;
+  float *sc = malloc(sizeof(float) * (size_t)(L * S + 1));
   for (int64_t p = p0; p < p1; p++) {
-    const float *q = a->q + p * L * E, *v = a->v + p * S * Ev;
-    transpose(kT, a->k + p * S * E, S, E);
-    for (int64_t i = 0; i < L; i++) {
-      scores(a, p, i, q + i * E, kT, s);
-      float m = -INFINITY;
-      for (int64_t j = 0; j < S; j++) m = s[j] > m ? s[j] : m;
-      float *o = t->o + (p * L + i) * Ev;
-      memset(o, 0, sizeof(float) * (size_t)Ev);
-      if (m == -INFINITY) { /* no finite score: zero output (safe softmax) */
+    scores(a, p, sc);
+    for (int64_t i = 0; i < L; i++) { /* rows become probabilities; a row with no finite score: zeros */
+      float *row = sc + i * S, m = -INFINITY, sum = 0.0f;
+      for (int64_t j = 0; j < S; j++) m = row[j] > m ? row[j] : m;
+      if (m == -INFINITY) {
+        memset(row, 0, sizeof(float) * (size_t)S);
         t->lse_out[p * L + i] = -INFINITY;
         continue;
       }
-      float sum = 0.0f;
       for (int64_t j = 0; j < S; j++) {
-        s[j] = expf(s[j] - m);
-        sum = sum + s[j];
+        row[j] = expf(row[j] - m);
+        sum = sum + row[j];
       }
       t->lse_out[p * L + i] = m + logf(sum);
-      for (int64_t j = 0; j < S; j++)
-        if (s[j] != 0.0f) axpy(o, s[j] / sum, v + j * Ev, Ev);
+      for (int64_t j = 0; j < S; j++) row[j] = row[j] / sum;
     }
+    float *o = t->o + p * L * Ev;
+    if (S == 0) memset(o, 0, sizeof(float) * (size_t)(L * Ev));
+    else vnc_sgemm(0, 0, L, Ev, S, 1.0f, sc, S, a->v + p * S * Ev, Ev, 0.0f, o, Ev);
   }
-  free(kT);
+  free(sc);
 }
 
 static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
   const attn_task *t = ctx;
   const vnc_attention *a = &t->a;
   const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev;
-  const float scale = (float)a->scale;
-  float *kT = malloc(sizeof(float) * (size_t)(E * S + Ev * S + 2 * S + 1));
-  float *vT = kT + E * S, *s = vT + Ev * S, *dp = s + S;
+  float *pm = malloc(sizeof(float) * (size_t)(2 * L * S + 1)), *ds = pm + L * S;
   for (int64_t p = p0; p < p1; p++) {
-    const float *q = a->q + p * L * E, *k = a->k + p * S * E;
     const float *dout = t->dout + p * L * Ev, *out = t->out + p * L * Ev, *lse = t->lse + p * L;
     float *dq = t->dq + p * L * E, *dk = t->dk + p * S * E, *dv = t->dv + p * S * Ev;
-    transpose(kT, k, S, E);
-    transpose(vT, a->v + p * S * Ev, S, Ev);
-    memset(dk, 0, sizeof(float) * (size_t)(S * E));
-    memset(dv, 0, sizeof(float) * (size_t)(S * Ev));
-    for (int64_t i = 0; i < L; i++) {
-      const float *doi = dout + i * Ev;
-      float *dqi = dq + i * E;
-      memset(dqi, 0, sizeof(float) * (size_t)E);
-      float *dbias = t->dbias ? t->dbias + (p * L + i) * S : NULL;
-      if (lse[i] == -INFINITY) { /* the row had no finite score: no gradient flows */
-        if (dbias) memset(dbias, 0, sizeof(float) * (size_t)S);
-        continue;
-      }
-      float d = 0.0f; /* D_i = dO_i . O_i */
-      for (int64_t e = 0; e < Ev; e++) d = d + doi[e] * out[i * Ev + e];
-      scores(a, p, i, q + i * E, kT, s);
-      memset(dp, 0, sizeof(float) * (size_t)S);
-      for (int64_t e = 0; e < Ev; e++) axpy(dp, doi[e], vT + e * S, S);
-      for (int64_t j = 0; j < S; j++) {
-        const float pj = expf(s[j] - lse[i]);
-        if (pj != 0.0f) axpy(dv + j * Ev, pj, doi, Ev);
-        const float ds = pj * (dp[j] - d);
-        if (dbias) dbias[j] = ds;
-        if (ds != 0.0f) {
-          axpy(dqi, ds * scale, k + j * E, E);
-          axpy(dk + j * E, ds * scale, q + i * E, E);
-        }
-      }
+    if (L == 0 || S == 0) {
+      memset(dq, 0, sizeof(float) * (size_t)(L * E));
+      memset(dk, 0, sizeof(float) * (size_t)(S * E));
+      memset(dv, 0, sizeof(float) * (size_t)(S * Ev));
+      continue;
     }
+    scores(a, p, pm);
+    for (int64_t i = 0; i < L * S; i++) { /* P from the saved logsumexp */
+      const float l = lse[i / S];
+      pm[i] = l == -INFINITY ? 0.0f : expf(pm[i] - l);
+    }
+    vnc_sgemm(1, 0, S, Ev, L, 1.0f, pm, S, dout, Ev, 0.0f, dv, Ev);             /* dV = P^T dO */
+    vnc_sgemm(0, 1, L, S, Ev, 1.0f, dout, Ev, a->v + p * S * Ev, Ev, 0.0f, ds, S); /* dP = dO V^T */
+    for (int64_t i = 0; i < L; i++) {                                           /* dS = P (dP - D) */
+      float d = 0.0f;
+      for (int64_t e = 0; e < Ev; e++) d = d + dout[i * Ev + e] * out[i * Ev + e];
+      for (int64_t j = 0; j < S; j++) ds[i * S + j] = pm[i * S + j] * (ds[i * S + j] - d);
+    }
+    if (t->dbias) memcpy(t->dbias + p * L * S, ds, sizeof(float) * (size_t)(L * S));
+    vnc_sgemm(0, 0, L, E, S, (float)a->scale, ds, S, a->k + p * S * E, E, 0.0f, dq, E); /* dQ = s dS K */
+    vnc_sgemm(1, 0, S, E, L, (float)a->scale, ds, S, a->q + p * L * E, E, 0.0f, dk, E); /* dK = s dS^T Q */
   }
-  free(kT);
+  free(pm);
 }
 
 static vnc_status attn_run(void *payload) {
