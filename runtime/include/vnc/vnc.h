@@ -18,4 +18,5 @@
 #include "optim.h"
 #include "sort.h"
 #include "scan.h"
+#include "vision.h"
 #endif
