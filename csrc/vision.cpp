@@ -519,9 +519,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
 
 // ---------------------------------------------------------------- var_mean / std_mean
 
+// Complex inputs (var/std are native for floating dtypes only) take the visible fallback.
+std::vector<c10::IValue> var_mean_stack(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                        const std::optional<at::Scalar>& correction, bool keepdim) {
+  std::optional<std::vector<int64_t>> d;
+  if (dim) d = dim->vec();
+  return {self, d, correction, keepdim};
+}
+
 template <bool STD>
 std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                             const std::optional<at::Scalar>& correction, bool keepdim) {
+  if (at::isComplexType(self.scalar_type())) {
+    auto stack = var_mean_stack(self, dim, correction, keepdim);
+    run_cpu_fallback(STD ? "aten::std_mean" : "aten::var_mean", "correction", stack);
+    return {stack[0].toTensor(), stack[1].toTensor()};
+  }
   at::Tensor v = STD ? at::std(self, dim, correction, keepdim) : at::var(self, dim, correction, keepdim);
   return {v, at::mean(self, dim, keepdim)};
 }
@@ -530,6 +543,13 @@ template <bool STD>
 std::tuple<at::Tensor&, at::Tensor&> var_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                                   const std::optional<at::Scalar>& correction, bool keepdim,
                                                   at::Tensor& out0, at::Tensor& out1) {
+  if (at::isComplexType(self.scalar_type())) {
+    auto stack = var_mean_stack(self, dim, correction, keepdim);
+    stack.push_back(out0);
+    stack.push_back(out1);
+    run_cpu_fallback(STD ? "aten::std_mean" : "aten::var_mean", "correction_out", stack);
+    return {out0, out1};
+  }
   auto [v, m] = var_mean<STD>(self, dim, correction, keepdim);
   at::native::resize_output(out0, v.sizes());
   at::native::resize_output(out1, m.sizes());
