@@ -19,4 +19,5 @@
 #include "attention.h"
 #include "sort.h"
 #include "scan.h"
+#include "vision.h"
 #endif

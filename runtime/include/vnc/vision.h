@@ -1,0 +1,94 @@
+/* vnc/vision.h — image kernels: average pooling, group norm, nearest/bilinear upsampling,
+ * reflection/replication padding, each with its backward.
+ *
+ * Images are (N, C, H, W) at any element strides (NCHW, channels-last, views); a 3-D
+ * (C, H, W) input is N = 1. Floating dtypes (float16, bfloat16, float32, float64 by the device
+ * rule) compute in float32; a backward is a scatter-add per (n, c) plane in the order of the
+ * output elements, so its sums never depend on the thread count. Index formulas are ATen's
+ * CPU kernels' (aten/src/ATen/native/cpu/AvgPoolKernel.cpp, UpSampleKernel.cpp,
+ * PaddingKernel.cpp, group_norm_kernel.cpp).
+ *
+ *     vnc_image x = {ptr, 2, 3, 8, 8, {192, 64, 8, 1}}, y = {...};
+ *     vnc_avg_pool2d_params p = {.KH = 2, .KW = 2, .sh = 2, .sw = 2, .count_include_pad = 1};
+ *     vnc_avg_pool2d(stream, "aten::avg_pool2d", &p, VNC_FLOAT32, &x, &y);
+ */
+#ifndef VNC_VISION_H
+#define VNC_VISION_H
+
+#include <stdint.h>
+#include "stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A (N, C, H, W) tensor the runtime does not own: element [0,0,0,0] and strides in elements. */
+typedef struct vnc_image {
+  void *data;
+  int64_t N, C, H, W;
+  int64_t strides[4];
+} vnc_image;
+
+typedef struct vnc_avg_pool2d_params {
+  int64_t KH, KW, sh, sw, ph, pw;
+  int32_t count_include_pad;
+  int64_t divisor; /* divisor_override, or 0 for none */
+} vnc_avg_pool2d_params;
+
+/* out[n, c, oy, ox] = sum of x over the window clipped to the input / divisor, where the
+ * divisor is `divisor` if set, else the window size clipped to the padded input
+ * (count_include_pad) or to the input; an empty window gives 0. Floating dtypes, and int64
+ * (exact sums, truncating division as ATen). `out` has the output's H and W. */
+vnc_status vnc_avg_pool2d(vnc_stream *s, const char *op, const vnc_avg_pool2d_params *p, int32_t dtype,
+                          const vnc_image *x, const vnc_image *out);
+/* grad_in (the input's shape; fully written) from grad_out. Floating dtypes. */
+vnc_status vnc_avg_pool2d_backward(vnc_stream *s, const char *op, const vnc_avg_pool2d_params *p, int32_t dtype,
+                                   const vnc_image *grad_out, const vnc_image *grad_in);
+
+typedef enum vnc_upsample_mode {
+  VNC_UPSAMPLE_NEAREST,  /* src = nearest_idx (ATen): dst if sizes equal, dst >> 1 if doubled,
+                            else min(floor(dst * scale), in - 1) in float32 */
+  VNC_UPSAMPLE_BILINEAR  /* ATen's compute_source_index_and_lambda, weights in float32 */
+} vnc_upsample_mode;
+
+/* Upsampling of x into out (sizes from the images). scale_h/scale_w are the float32 ratios
+ * ATen computes (compute_scales_value for nearest, area_pixel_compute_scale for bilinear).
+ * Nearest copies elements of any dtype (element size 1, 2, 4, 8 or 16 bytes); bilinear
+ * takes floating dtypes. */
+vnc_status vnc_upsample2d(vnc_stream *s, const char *op, vnc_upsample_mode mode, int align_corners, float scale_h,
+                          float scale_w, int32_t dtype, const vnc_image *x, const vnc_image *out);
+/* grad_in (fully written) = the transpose of the forward map applied to grad_out. Floating. */
+vnc_status vnc_upsample2d_backward(vnc_stream *s, const char *op, vnc_upsample_mode mode, int align_corners,
+                                   float scale_h, float scale_w, int32_t dtype, const vnc_image *grad_out,
+                                   const vnc_image *grad_in);
+
+typedef enum vnc_pad_mode { VNC_PAD_REFLECT, VNC_PAD_REPLICATE } vnc_pad_mode;
+
+/* out = x padded by (left, right, top, bottom) (negative values crop); out has the padded
+ * sizes. Reflection needs each pad < the input size along its dim (the caller checks). Any
+ * dtype (an element copy). */
+vnc_status vnc_pad2d(vnc_stream *s, const char *op, vnc_pad_mode mode, const int64_t pad[4], int32_t dtype,
+                     const vnc_image *x, const vnc_image *out);
+/* grad_in (fully written) = sum of grad_out over the elements each input element fed. Floating. */
+vnc_status vnc_pad2d_backward(vnc_stream *s, const char *op, vnc_pad_mode mode, const int64_t pad[4], int32_t dtype,
+                              const vnc_image *grad_out, const vnc_image *grad_in);
+
+/* Group norm of x viewed as (N, C, S, 1) images (S = spatial size), G groups of C / G
+ * channels: per (n, g), mean and biased variance over the group's (c, s) elements in that
+ * order (the canonical sum of vnc/reduce.h), rstd = 1 / sqrt(max(var, 0) + eps),
+ * y = (x - mean) * rstd * weight[c] + bias[c]. weight/bias (C elements of param_dtype) may be
+ * NULL; mean/rstd are N x G contiguous of stat_dtype. */
+vnc_status vnc_group_norm(vnc_stream *s, const char *op, int64_t G, int32_t dtype, const vnc_image *x,
+                          const void *weight, const void *bias, int32_t param_dtype, double eps, const vnc_image *y,
+                          void *mean, void *rstd, int32_t stat_dtype);
+/* Gradients of vnc_group_norm (ATen's formulas): dx (an image like x, or NULL), dweight and
+ * dbias (C elements of param_dtype, or NULL). dy is an image like x. */
+vnc_status vnc_group_norm_backward(vnc_stream *s, const char *op, int64_t G, int32_t dtype, const vnc_image *dy,
+                                   const vnc_image *x, const void *mean, const void *rstd, int32_t stat_dtype,
+                                   const void *weight, int32_t param_dtype, const vnc_image *dx, void *dweight,
+                                   void *dbias);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
