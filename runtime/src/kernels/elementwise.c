@@ -153,12 +153,27 @@ static void ew_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_
   _Alignas(64) unsigned char buf[VNC_ITER_MAX_OPERANDS][CHUNK * 16];
   const int64_t cs = (int64_t)vnc_dtype_size(pl->compute_dtype);
   const int64_t rs = (int64_t)vnc_dtype_size(pl->result_dtype);
+  /* Inputs constant along the run (scalars, broadcast dims: stride 0) are converted once and
+   * replicated over a whole chunk, so the typed loop runs dense. */
+  uint32_t constant = 0;
+  for (int k = 1; k < nops; k++) {
+    if (st[k] != 0 || (((pl->direct >> k) & 1) && n == 1)) continue;
+    char *ptrs[2] = {(char *)buf[k], data[k]};
+    const int64_t strides[2] = {cs, 0};
+    vnc_copy_loop(pl->compute_dtype, t->it.dtypes[k])(NULL, ptrs, strides, 1, 0);
+    int64_t have = 1, want = n < CHUNK ? n : CHUNK;
+    for (; have * 2 <= want; have *= 2) memcpy(buf[k] + have * cs, buf[k], (size_t)(have * cs));
+    if (have < want) memcpy(buf[k] + have * cs, buf[k], (size_t)((want - have) * cs));
+    constant |= 1u << k;
+  }
   for (int64_t off = 0; off < n; off += CHUNK) {
     int64_t m = n - off < CHUNK ? n - off : CHUNK;
     char *in[VNC_ITER_MAX_OPERANDS];
     for (int k = 1; k < nops; k++) {
       char *src = data[k] + off * st[k];
-      if (((pl->direct >> k) & 1) && st[k] == cs) {
+      if ((constant >> k) & 1) {
+        in[k - 1] = (char *)buf[k];
+      } else if (((pl->direct >> k) & 1) && st[k] == cs) {
         in[k - 1] = src;
       } else {
         char *ptrs[2] = {(char *)buf[k], src};
