@@ -2,7 +2,7 @@
 
 Trains a small MLP classifier on a fixed two-moons-style problem built from torch ops, checks
 that the loss falls, compares a matmul with CPU, and prints what ran natively and what went
-through the visible CPU fallback. `make demo` runs this until the GPT training demo lands.
+through the visible CPU fallback. (`make demo` trains a GPT instead: examples/train_gpt.py.)
 """
 import math
 import time

@@ -11,11 +11,24 @@ This module re-exports the ``torch.neuron`` functions and adds op tracking:
 """
 from __future__ import annotations
 
-import torch
-
 __version__ = "0.1.0"
 
 _registered = False
+
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group (called by ``import torch``).
+
+    Defined before ``import torch`` below: when a program imports ``torch_neuronx`` first (a
+    console script, ``python -m torch_neuronx``), that import runs PyTorch's autoload while this
+    module is still initialising; registration then happens at the end of this module instead.
+    """
+    register = globals().get("_register")
+    if register is not None:
+        register()
+
+
+import torch  # noqa: E402
 
 
 def _check_slot_free() -> None:
@@ -73,11 +86,6 @@ def _install_print_hook() -> None:
 
     _str._neuron_hook = True
     tensor_str._str = _str
-
-
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group (called by ``import torch``)."""
-    _register()
 
 
 _register()
