@@ -56,7 +56,7 @@
 #define NEURON_UNARY_META(X)                                                                   \
   X(neg) X(sign) X(exp) X(exp2) X(expm1) X(log) X(log2) X(log10) X(log1p) X(sqrt) X(rsqrt)   \
   X(reciprocal) X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(tanh) X(asinh) \
-  X(acosh) X(atanh) X(erf) X(erfc) X(sigmoid) X(ceil) X(floor) X(round) X(trunc) X(frac)     \
+  X(acosh) X(atanh) X(erf) X(erfc) X(erfinv) X(sigmoid) X(ceil) X(floor) X(round) X(trunc) X(frac)     \
   X(silu)
 #define NEURON_INCLUDE_META(name) <ATen/ops/name##_meta.h>
 
@@ -71,6 +71,7 @@
 #include <ATen/ops/cosh_meta.h>
 #include <ATen/ops/erf_meta.h>
 #include <ATen/ops/erfc_meta.h>
+#include <ATen/ops/erfinv_meta.h>
 #include <ATen/ops/exp2_meta.h>
 #include <ATen/ops/exp_meta.h>
 #include <ATen/ops/expm1_meta.h>

@@ -400,6 +400,29 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
   });
 }
 
+// normal with a tensor mean and/or std: N(0, 1) (or N(0, std)) draws scaled and shifted by
+// native ops, as ATen's CPU kernels compose them.
+at::Tensor normal_tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  at::Tensor out = at::empty_like(mean, at::MemoryFormat::Contiguous);
+  normal_(out, 0.0, std, gen);
+  return out.add_(mean);
+}
+at::Tensor normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+  TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+  at::Tensor out = at::empty_like(std, at::MemoryFormat::Contiguous);
+  normal_(out, 0.0, 1.0, gen);
+  return out.mul_(std).add_(mean);
+}
+at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+  TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+  at::Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options());
+  normal_(out, 0.0, 1.0, gen);
+  return out.mul_(std).add_(mean);
+}
+
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::exponential_");
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
@@ -652,6 +675,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", TORCH_FN(zero_));
   m.impl("uniform_", TORCH_FN(uniform_));
   m.impl("normal_", TORCH_FN(normal_));
+  m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
+  m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
+  m.impl("normal.Tensor_Tensor", TORCH_FN(normal_tensor_tensor));
   m.impl("exponential_", TORCH_FN(exponential_));
   m.impl("random_.from", TORCH_FN(random_from));
   m.impl("random_.to", TORCH_FN(random_to));

@@ -308,12 +308,42 @@ at::Tensor roll_dims(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
   return out;
 }
 
+// unique (torch.unique without dim): a stable sort, then the first element of each run of
+// equal values (NaNs are all distinct, as on CPU); inverse indices scatter each run's number
+// back through the sort permutation; counts are the run lengths. Values come out sorted
+// whatever `sorted` says (PyTorch allows any order when sorted=False).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool, bool return_inverse,
+                                                       bool return_counts) {
+  record_native("aten::_unique2");
+  const at::Tensor flat = self.reshape({-1});
+  const int64_t n = flat.numel();
+  const auto long_opts = self.options().dtype(at::kLong);
+  at::Tensor inverse = return_inverse ? at::empty(self.sizes(), long_opts) : at::empty({0}, long_opts);
+  if (n == 0) return {at::empty({0}, self.options()), inverse, at::empty({0}, long_opts)};
+  auto [values, order] = at::sort(flat, /*stable=*/true, 0, false);
+  at::Tensor first = at::ones({n}, self.options().dtype(at::kBool));
+  first.narrow(0, 1, n - 1).copy_(at::ne(values.narrow(0, 1, n - 1), values.narrow(0, 0, n - 1)));
+  at::Tensor uniq = at::masked_select(values, first);
+  if (return_inverse) {
+    at::Tensor run = at::cumsum(first, 0, at::kLong).sub_(1);
+    inverse = at::empty({n}, long_opts).scatter_(0, order, run).view(self.sizes());
+  }
+  at::Tensor counts = at::empty({0}, long_opts);
+  if (return_counts) {
+    at::Tensor starts = at::nonzero(first).view({-1});
+    at::Tensor ends = at::cat({starts.narrow(0, 1, starts.numel() - 1), at::full({1}, n, long_opts)});
+    counts = at::sub(ends, starts);
+  }
+  return {uniq, inverse, counts};
+}
+
 }  // namespace
 
 using OptType = std::optional<at::ScalarType>;
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sort.stable", TORCH_FN(sort));
+  m.impl("_unique2", TORCH_FN(unique2));
   m.impl("sort.values_stable", TORCH_FN(sort_out));
   m.impl("topk", TORCH_FN(topk));
   m.impl("topk.values", TORCH_FN(topk_out));

@@ -26,6 +26,7 @@ CASES = {
     "cumsum": (lambda x: x.cumsum(1), (3, 7)),
     "logsumexp": (lambda x: x.logsumexp(-1), (3, 7)),
     "sort values": (lambda x: x.sort(-1).values, (3, 7)),
+    "erfinv": (lambda x: torch.erfinv(x.tanh() * 0.99), (4, 5)),
 }
 
 
@@ -54,4 +55,21 @@ def test_creation_and_complex_reductions_are_native():
     torch.testing.assert_close(zn.abs().cpu(), z.abs())
     torch.testing.assert_close(zn.sum(0).cpu(), z.sum(0))
     torch.testing.assert_close(zn.mean().cpu(), z.mean())
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_unique_and_normal_with_tensor_arguments_are_native():
+    torch_neuronx.clear_op_tracking()
+    x = torch.tensor([[3, 1, 2], [3, 1, 7]])
+    for kwargs in ({}, {"return_inverse": True, "return_counts": True}):
+        expected, actual = torch.unique(x, **kwargs), torch.unique(x.to("neuron"), **kwargs)
+        for a, e in zip(actual if kwargs else [actual], expected if kwargs else [expected]):
+            assert torch.equal(a.cpu(), e)
+    torch.manual_seed(0)
+    mean = torch.full((200_000,), 3.0, device="neuron")
+    std = torch.full((200_000,), 2.0, device="neuron")
+    for draws in (torch.normal(mean, 2.0), torch.normal(3.0, std), torch.normal(mean, std)):
+        # mean within 5 standard errors of 3, std within 1% of 2
+        assert abs(draws.mean().item() - 3.0) < 5 * 2.0 / 200_000 ** 0.5
+        assert abs(draws.std().item() - 2.0) < 0.02
     assert torch_neuronx.get_fallback_ops() == []

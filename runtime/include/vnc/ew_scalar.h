@@ -125,6 +125,28 @@ static inline float vnc_f_clamp(float a, const vnc_ew_params *P) {
 static inline float vnc_f_lerp(float a, float b, float w) {
   return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
+/* erfinv: M. Giles' single-precision approximation ("Approximating the erfinv function",
+ * GPU Computing Gems Jade Edition, 2011), refined by one Newton step on erf. */
+static inline float vnc_f_erfinv(float x) {
+  if (!(fabsf(x) <= 1.0f)) return NAN;
+  if (fabsf(x) == 1.0f) return copysignf(INFINITY, x);
+  float w = -logf((1.0f - x) * (1.0f + x)), p;
+  if (w < 5.0f) {
+    w = w - 2.5f;
+    p = 2.81022636e-08f;
+    p = 3.43273939e-07f + p * w; p = -3.5233877e-06f + p * w; p = -4.39150654e-06f + p * w;
+    p = 0.00021858087f + p * w; p = -0.00125372503f + p * w; p = -0.00417768164f + p * w;
+    p = 0.246640727f + p * w; p = 1.50140941f + p * w;
+  } else {
+    w = sqrtf(w) - 3.0f;
+    p = -0.000200214257f;
+    p = 0.000100950558f + p * w; p = 0.00134934322f + p * w; p = -0.00367342844f + p * w;
+    p = 0.00573950773f + p * w; p = -0.0076224613f + p * w; p = 0.00943887047f + p * w;
+    p = 1.00167406f + p * w; p = 2.83297682f + p * w;
+  }
+  float y = p * x;
+  return y - (erff(y) - x) / (1.12837916709551257390f * expf(-y * y)); /* 2/sqrt(pi) */
+}
 /* d/dx [x tanh(softplus(x))], the expression of ATen's CPU kernel. */
 static inline float vnc_f_mish_grad(float g, float x) {
   const float sig = 1.0f / (1.0f + expf(-x)), tsp = tanhf(log1pf(expf(x)));

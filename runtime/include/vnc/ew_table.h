@@ -99,6 +99,7 @@ typedef struct vnc_ew_na {
   X(atanh, 1, S, atanhf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(erf, 1, S, vnc_erff(a), VNC_NA, VNC_NA, VNC_NA) \
   X(erfc, 1, S, erfcf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(erfinv, 1, S, vnc_f_erfinv(a), VNC_NA, VNC_NA, VNC_NA) \
   X(sigmoid, 1, S, vnc_f_sigmoid(a), VNC_NA, VNC_NA, VNC_NA) \
   X(ceil, 1, S, ceilf(a), a, VNC_NA, VNC_NA) \
   X(floor, 1, S, floorf(a), a, VNC_NA, VNC_NA) \
