@@ -184,41 +184,30 @@ struct Gather {
   }
 };
 
-struct ScatterSrc {
-  template <class Op>
-  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+// The scatter source: a tensor, or a value broadcast over the index.
+const at::Tensor& scatter_source(const at::Tensor& src, const at::Tensor&, const at::Tensor&) { return src; }
+at::Tensor scatter_source(const at::Scalar& value, const at::Tensor& out, const at::Tensor& index) {
+  return value_tensor(value, out).expand(index.sizes());
+}
+
+// scatter with a tensor or value source, plain or with the deprecated reduce ("add", "multiply").
+struct Scatter {
+  template <class Op, class Src>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const Src& src,
                   const at::Tensor& out) {
-    copy_self(self, out);
-    record_native("aten::scatter");
-    scatter_into("aten::scatter", out, dim, index, src, VNC_REDUCE_NONE);
+    apply(self, dim, index, src, VNC_REDUCE_NONE, out);
   }
-};
-struct ScatterValue {
-  template <class Op>
-  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
-                  const at::Tensor& out) {
-    copy_self(self, out);
-    record_native("aten::scatter");
-    scatter_into("aten::scatter", out, dim, index, value_tensor(value, out).expand(index.sizes()), VNC_REDUCE_NONE);
-  }
-};
-struct ScatterSrcReduce {
-  template <class Op>
-  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+  template <class Op, class Src>
+  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const Src& src,
                   c10::string_view reduce, const at::Tensor& out) {
-    copy_self(self, out);
-    record_native("aten::scatter");
-    scatter_into("aten::scatter", out, dim, index, src, scatter_reduction(reduce));
+    apply(self, dim, index, src, scatter_reduction(reduce), out);
   }
-};
-struct ScatterValueReduce {
-  template <class Op>
-  static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
-                  c10::string_view reduce, const at::Tensor& out) {
+  template <class Src>
+  static void apply(const at::Tensor& self, int64_t dim, const at::Tensor& index, const Src& src, vnc_index_reduce r,
+                    const at::Tensor& out) {
     copy_self(self, out);
     record_native("aten::scatter");
-    scatter_into("aten::scatter", out, dim, index, value_tensor(value, out).expand(index.sizes()),
-                 scatter_reduction(reduce));
+    scatter_into("aten::scatter", out, dim, index, scatter_source(src, out, index), r);
   }
 };
 struct ScatterAdd {
@@ -240,7 +229,7 @@ struct ScatterReduceTwo {
     const vnc_index_reduce r = scatter_reduction(reduce);
     const char* op = "aten::scatter_reduce";
     if (!include_self)
-      scatter_into(op, out, dim, index, value_tensor(reduce_identity(r, out.scalar_type()), out).expand(index.sizes()),
+      scatter_into(op, out, dim, index, scatter_source(reduce_identity(r, out.scalar_type()), out, index),
                    VNC_REDUCE_NONE);
     scatter_into(op, out, dim, index, src, r);
     if (reduce == "mean") {  // sum / count, count including self's element when include_self
@@ -407,18 +396,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_index_put_impl_", TORCH_FN(index_put_impl_));
   m.impl("gather", TORCH_FN(GatherV::functional<Gather>));
   m.impl("gather.out", TORCH_FN(GatherV::out<Gather>));
-  m.impl("scatter.src", TORCH_FN(ScatterSrcV::functional<ScatterSrc>));
-  m.impl("scatter_.src", TORCH_FN(ScatterSrcV::inplace<ScatterSrc>));
-  m.impl("scatter.src_out", TORCH_FN(ScatterSrcV::out<ScatterSrc>));
-  m.impl("scatter.value", TORCH_FN(ScatterValueV::functional<ScatterValue>));
-  m.impl("scatter_.value", TORCH_FN(ScatterValueV::inplace<ScatterValue>));
-  m.impl("scatter.value_out", TORCH_FN(ScatterValueV::out<ScatterValue>));
-  m.impl("scatter.reduce", TORCH_FN(ScatterReduceV::functional<ScatterSrcReduce>));
-  m.impl("scatter_.reduce", TORCH_FN(ScatterReduceV::inplace<ScatterSrcReduce>));
-  m.impl("scatter.reduce_out", TORCH_FN(ScatterReduceV::out<ScatterSrcReduce>));
-  m.impl("scatter.value_reduce", TORCH_FN(ScatterValueReduceV::functional<ScatterValueReduce>));
-  m.impl("scatter_.value_reduce", TORCH_FN(ScatterValueReduceV::inplace<ScatterValueReduce>));
-  m.impl("scatter.value_reduce_out", TORCH_FN(ScatterValueReduceV::out<ScatterValueReduce>));
+  m.impl("scatter.src", TORCH_FN(ScatterSrcV::functional<Scatter>));
+  m.impl("scatter_.src", TORCH_FN(ScatterSrcV::inplace<Scatter>));
+  m.impl("scatter.src_out", TORCH_FN(ScatterSrcV::out<Scatter>));
+  m.impl("scatter.value", TORCH_FN(ScatterValueV::functional<Scatter>));
+  m.impl("scatter_.value", TORCH_FN(ScatterValueV::inplace<Scatter>));
+  m.impl("scatter.value_out", TORCH_FN(ScatterValueV::out<Scatter>));
+  m.impl("scatter.reduce", TORCH_FN(ScatterReduceV::functional<Scatter>));
+  m.impl("scatter_.reduce", TORCH_FN(ScatterReduceV::inplace<Scatter>));
+  m.impl("scatter.reduce_out", TORCH_FN(ScatterReduceV::out<Scatter>));
+  m.impl("scatter.value_reduce", TORCH_FN(ScatterValueReduceV::functional<Scatter>));
+  m.impl("scatter_.value_reduce", TORCH_FN(ScatterValueReduceV::inplace<Scatter>));
+  m.impl("scatter.value_reduce_out", TORCH_FN(ScatterValueReduceV::out<Scatter>));
   NEURON_STRUCTURED(m, "scatter_add", ScatterAddV, ScatterAdd);
   m.impl("scatter_reduce.two", TORCH_FN(ScatterReduceTwoV::functional<ScatterReduceTwo>));
   m.impl("scatter_reduce_.two", TORCH_FN(ScatterReduceTwoV::inplace<ScatterReduceTwo>));
