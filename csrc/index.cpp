@@ -309,7 +309,7 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   vnc_stream* s = stream_of(self);
   int64_t count = 0;
   check(vnc_count_nonzero(s, "aten::nonzero", &x, &count));
-  check(vnc_stream_synchronize(s), "aten::nonzero");  // the output's size is data-dependent
+  check(vnc_stream_synchronize(s));  // the output's size is data-dependent (errors are earlier ops')
   at::native::resize_output(out, {count, self.dim()});
   at::Tensor o = out.is_contiguous() ? out : at::empty({count, self.dim()}, out.options());
   check(vnc_nonzero(s, "aten::nonzero", &x, o.data_ptr<int64_t>(), count));

@@ -380,6 +380,80 @@ at::Tensor& nx_log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor
   return to_out(nx_log_sigmoid_backward(grad, self, buffer), out);
 }
 
+// ---------------------------------------------------------------- fused LSTM / GRU cells
+// nn.LSTM / nn.GRU on any non-CPU device call these fused cells (CUDA's kernels); composed
+// here from native ops with the same gate order and workspace layout, so autograd's backward
+// formulas (which read the workspace) apply unchanged.
+
+at::Tensor gates_with_bias(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                           const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
+  at::Tensor g = at::add(input_gates, hidden_gates);
+  if (input_bias && input_bias->defined()) g = at::add(g, *input_bias);
+  if (hidden_bias && hidden_bias->defined()) g = at::add(g, *hidden_bias);
+  return g;
+}
+
+// gates (i, f, g, o): cy = f*cx + i*g, hy = o*tanh(cy); workspace = activated gates [N, 4H].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(const at::Tensor& input_gates,
+                                                               const at::Tensor& hidden_gates, const at::Tensor& cx,
+                                                               const std::optional<at::Tensor>& input_bias,
+                                                               const std::optional<at::Tensor>& hidden_bias) {
+  record_native("aten::_thnn_fused_lstm_cell");
+  auto c = gates_with_bias(input_gates, hidden_gates, input_bias, hidden_bias).chunk(4, 1);
+  const at::Tensor i = at::sigmoid(c[0]), f = at::sigmoid(c[1]), g = at::tanh(c[2]), o = at::sigmoid(c[3]);
+  at::Tensor cy = at::add(at::mul(f, cx), at::mul(i, g));
+  at::Tensor hy = at::mul(o, at::tanh(cy));
+  return {hy, cy, at::cat({i, f, g, o}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(const std::optional<at::Tensor>& grad_hy,
+                                                                        const std::optional<at::Tensor>& grad_cy,
+                                                                        const at::Tensor& cx, const at::Tensor& cy,
+                                                                        const at::Tensor& workspace, bool has_bias) {
+  record_native("aten::_thnn_fused_lstm_cell_backward_impl");
+  auto w = workspace.chunk(4, 1);
+  const at::Tensor &i = w[0], &f = w[1], &g = w[2], &o = w[3];
+  const at::Tensor ghy = grad_hy && grad_hy->defined() ? *grad_hy : at::zeros_like(cy);
+  const at::Tensor tcy = at::tanh(cy);
+  at::Tensor gcy = at::mul(at::mul(ghy, o), at::rsub(at::mul(tcy, tcy), 1));
+  if (grad_cy && grad_cy->defined()) gcy = at::add(gcy, *grad_cy);
+  const at::Tensor d_i = at::mul(at::mul(gcy, g), at::mul(i, at::rsub(i, 1)));
+  const at::Tensor d_f = at::mul(at::mul(gcy, cx), at::mul(f, at::rsub(f, 1)));
+  const at::Tensor d_g = at::mul(at::mul(gcy, i), at::rsub(at::mul(g, g), 1));
+  const at::Tensor d_o = at::mul(at::mul(ghy, tcy), at::mul(o, at::rsub(o, 1)));
+  at::Tensor grad_gates = at::cat({d_i, d_f, d_g, d_o}, 1);
+  return {grad_gates, at::mul(gcy, f), has_bias ? grad_gates.sum(0) : at::Tensor()};
+}
+
+// gates (r, z, n): n = tanh(in + r*hn), hy = n + z*(hx - n); workspace = [r, z, n, hx, hn].
+std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                                  const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
+                                                  const std::optional<at::Tensor>& hidden_bias) {
+  record_native("aten::_thnn_fused_gru_cell");
+  at::Tensor ig = input_gates, hg = hidden_gates;
+  if (input_bias && input_bias->defined()) ig = at::add(ig, *input_bias);
+  if (hidden_bias && hidden_bias->defined()) hg = at::add(hg, *hidden_bias);
+  auto a = ig.chunk(3, 1), b = hg.chunk(3, 1);
+  const at::Tensor r = at::sigmoid(at::add(a[0], b[0])), z = at::sigmoid(at::add(a[1], b[1]));
+  const at::Tensor n = at::tanh(at::add(a[2], at::mul(r, b[2])));
+  at::Tensor hy = at::add(n, at::mul(z, at::sub(hx, n)));
+  return {hy, at::cat({r, z, n, hx, b[2]}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru_cell_backward(
+    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
+  record_native("aten::_thnn_fused_gru_cell_backward");
+  auto w = workspace.chunk(5, 1);
+  const at::Tensor &r = w[0], &z = w[1], &n = w[2], &hx = w[3], &hn = w[4];
+  const at::Tensor d_hx = at::mul(grad_hy, z);
+  const at::Tensor d_z = at::mul(at::mul(grad_hy, at::sub(hx, n)), at::mul(z, at::rsub(z, 1)));
+  const at::Tensor d_n = at::mul(at::mul(grad_hy, at::rsub(z, 1)), at::rsub(at::mul(n, n), 1));
+  const at::Tensor d_r = at::mul(at::mul(d_n, hn), at::mul(r, at::rsub(r, 1)));
+  at::Tensor grad_input = at::cat({d_r, d_z, d_n}, 1), grad_hidden = at::cat({d_r, d_z, at::mul(d_n, r)}, 1);
+  return {grad_input, grad_hidden, d_hx, has_bias ? grad_input.sum(0) : at::Tensor(),
+          has_bias ? grad_hidden.sum(0) : at::Tensor()};
+}
+
 // ---------------------------------------------------------------- arange, tril/triu
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
@@ -556,6 +630,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log_sigmoid_forward.output", TORCH_FN(nx_log_sigmoid_forward_out));
   m.impl("log_sigmoid_backward", TORCH_FN(nx_log_sigmoid_backward));
   m.impl("log_sigmoid_backward.grad_input", TORCH_FN(nx_log_sigmoid_backward_out));
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
+  m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward));
+  m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));
+  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward));
   m.impl("index_select", TORCH_FN(index_select));
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));

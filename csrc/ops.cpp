@@ -652,8 +652,20 @@ void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::I
   neuron_fallback(op, &stack);
 }
 
+// Module.to() moves a parameter in place (param.data = moved, keeping the Parameter object,
+// so optimizers and tied weights stay attached) only when the two tensor types are
+// shallow-copy compatible. c10 knows the in-tree dense backends only and, as it documents,
+// leaves PrivateUse1 to answer: dense CPU and dense neuron tensors are compatible.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_nested() && (t.is_cpu() || t.device().type() == kNeuron);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) || (dense(self) && dense(from));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("view", TORCH_FN(view));

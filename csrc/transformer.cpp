@@ -94,7 +94,17 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
   return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 
-at::Tensor f32_contiguous(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
+// A float32 view the kernel reads in place when its rows are contiguous (a (B, L, H, E) tensor
+// transposed to (B, H, L, E) qualifies), else a contiguous float32 copy.
+at::Tensor f32_rows(const at::Tensor& t) {
+  const at::Tensor f = t.to(at::kFloat);
+  const bool rows_ok = (f.stride(3) == 1 || f.size(3) == 1) && (f.size(2) == 1 || f.stride(2) >= f.size(3));
+  return rows_ok ? f : f.contiguous();
+}
+
+vnc_attn_operand operand(const at::Tensor& t) {
+  return {static_cast<float*>(element_ptr(t)), t.stride(0), t.stride(1), t.size(2) == 1 ? t.size(3) : t.stride(2)};
+}
 
 // The additive float32 bias, expanded to (B, H, L, S): bool masks keep True positions
 // (0) and drop False ones (-inf), as PyTorch's math path.
@@ -113,7 +123,7 @@ vnc_attention attention_args(const at::Tensor& q, const at::Tensor& k, const at:
   a.B = q.size(0), a.H = q.size(1), a.L = q.size(2), a.E = q.size(3), a.S = k.size(2), a.Ev = v.size(3);
   a.scale = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(a.E));
   a.causal = causal;
-  a.q = q.data_ptr<float>(), a.k = k.data_ptr<float>(), a.v = v.data_ptr<float>();
+  a.q = operand(q), a.k = operand(k), a.v = operand(v);
   if (bias.defined()) {
     a.bias = static_cast<const float*>(element_ptr(bias));
     for (int d = 0; d < 4; d++) a.bias_strides[d] = bias.stride(d);
@@ -130,13 +140,16 @@ sdpa_forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& v
   const at::Tensor mask = attn_bias.value_or(at::Tensor());
   check_same_device(kSdpa, query, {&key, &value, &mask});
   record_native(kSdpa);
-  const at::Tensor q = f32_contiguous(query), k = f32_contiguous(key), v = f32_contiguous(value);
-  const at::Tensor bias = bias_of(mask, q.size(0), q.size(1), q.size(2), k.size(2));
-  at::Tensor out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
-  at::Tensor lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
+  const at::Tensor q = f32_rows(query), k = f32_rows(key), v = f32_rows(value);
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), Ev = v.size(3);
+  const at::Tensor bias = bias_of(mask, B, H, L, k.size(2));
+  // (B, L, H, Ev) memory seen as (B, H, L, Ev): the usual transpose back to (B, L, H*Ev) is free.
+  at::Tensor out = at::empty({B, L, H, Ev}, q.options()).transpose(1, 2);
+  at::Tensor lse = at::empty({B, H, L}, q.options());
   const vnc_attention a = attention_args(q, k, v, bias, is_causal, scale);
+  const vnc_attn_operand o = operand(out);
   c10::DeviceGuard guard(query.device());
-  check(vnc_attention_forward(stream_of(q), kSdpa, &a, out.data_ptr<float>(), lse.data_ptr<float>()));
+  check(vnc_attention_forward(stream_of(q), kSdpa, &a, &o, lse.data_ptr<float>()));
   const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
   return {out.to(query.scalar_type()), lse, none, none, c10::SymInt(a.L), c10::SymInt(a.S), none, none, none};
 }
@@ -150,16 +163,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
   TORCH_CHECK(dropout_p == 0.0, name, ": dropout is not supported by the fused kernel (dropout_p must be 0)");
   check_same_device(name, query, {&grad_out, &key, &value, &attn_bias, &out, &logsumexp});
   record_native(name);
-  const at::Tensor q = f32_contiguous(query), k = f32_contiguous(key), v = f32_contiguous(value);
-  const at::Tensor go = f32_contiguous(grad_out), o = f32_contiguous(out), lse = f32_contiguous(logsumexp);
+  const at::Tensor q = f32_rows(query), k = f32_rows(key), v = f32_rows(value);
+  const at::Tensor go = f32_rows(grad_out), o = f32_rows(out), lse = logsumexp.to(at::kFloat).contiguous();
   const at::Tensor bias = bias_of(attn_bias, q.size(0), q.size(1), q.size(2), k.size(2));
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v), dbias;
   const bool want_dbias = grad_input_mask[3] && attn_bias.defined() && at::isFloatingType(attn_bias.scalar_type());
   if (want_dbias) dbias = at::empty({q.size(0), q.size(1), q.size(2), k.size(2)}, q.options());
   const vnc_attention a = attention_args(q, k, v, bias, is_causal, scale);
+  const vnc_attn_operand gop = operand(go), oop = operand(o), dqo = operand(dq), dko = operand(dk), dvo = operand(dv);
   c10::DeviceGuard guard(query.device());
-  check(vnc_attention_backward(stream_of(q), name, &a, go.data_ptr<float>(), o.data_ptr<float>(), lse.data_ptr<float>(),
-                               dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(),
+  check(vnc_attention_backward(stream_of(q), name, &a, &gop, &oop, lse.data_ptr<float>(), &dqo, &dko, &dvo,
                                want_dbias ? dbias.data_ptr<float>() : nullptr));
   if (want_dbias) dbias = dbias.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
   return {dq.to(query.scalar_type()), dk.to(key.scalar_type()), dv.to(value.scalar_type()), dbias};

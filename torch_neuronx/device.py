@@ -82,6 +82,14 @@ def is_initialized() -> bool:
     return _C._is_initialized()
 
 
+def __getattr__(name: str):
+    # torch.utils.checkpoint saves and restores a device's RNG state only when its device
+    # module has a true `_initialized` (the flag torch.cuda keeps).
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def device_count() -> int:
     """Number of visible cores: ``NEURON_RT_VISIBLE_CORES`` ("0-3", "1,3") or
     ``NEURON_RT_NUM_CORES``, default 2. Does not initialise the runtime."""

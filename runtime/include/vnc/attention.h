@@ -1,14 +1,15 @@
 /* vnc/attention.h — scaled dot-product attention, forward and backward, for each
- * (batch, head) pair of contiguous float32 tensors:
+ * (batch, head) pair of float32 tensors:
  *   S = scale * Q K^T + bias;  causal: S[i][j] = -inf for j > i (top-left aligned, as
  *   PyTorch's math path);  P = softmax(S) by rows (a row with no finite score gives P = 0
  *   and lse = -inf, as PyTorch's safe softmax);  O = P V;  lse[i] = logsumexp(S[i]).
- * Q [BH, L, E], K [BH, S, E], V [BH, S, Ev], O [BH, L, Ev], lse [BH, L]; bias (optional)
- * is read at bias + b*bias_strides[0] + h*[1] + i*[2] + j*[3] (element strides; 0 for
- * broadcast dims) with BH = B*H, pair p = b*H + h.
- * Products go through BLAS sgemm; work is split over pairs only and softmax sums run in
- * index order, so results do not depend on the runtime's thread count. The backward
- * recomputes P from lse. Workspace: 2 * L * S floats per thread. */
+ * Q [B, H, L, E], K [B, H, S, E], V [B, H, S, Ev], O [B, H, L, Ev] are vnc_attn_operand:
+ * any batch, head and row strides, rows contiguous (so a (B, L, H, E) layout seen as
+ * (B, H, L, E) needs no copy); lse [B, H, L] contiguous. bias (optional) is read at
+ * bias + b*bias_strides[0] + h*[1] + i*[2] + j*[3] (element strides; 0 for broadcast dims).
+ * Products go through BLAS sgemm; work is split over (batch, head) pairs only and softmax
+ * sums run in index order, so results do not depend on the runtime's thread count. The
+ * backward recomputes P from lse. Workspace: 2 * L * S floats per thread. */
 #ifndef VNC_ATTENTION_H
 #define VNC_ATTENTION_H
 
@@ -19,21 +20,27 @@
 extern "C" {
 #endif
 
+typedef struct vnc_attn_operand {
+  float *data;
+  int64_t batch_stride, head_stride, row_stride; /* elements */
+} vnc_attn_operand;
+
 typedef struct vnc_attention {
   int64_t B, H, L, S, E, Ev;
   double scale;
   int causal;
-  const float *q, *k, *v;
+  vnc_attn_operand q, k, v;
   const float *bias;        /* may be NULL */
   int64_t bias_strides[4];
 } vnc_attention;
 
-vnc_status vnc_attention_forward(vnc_stream *s, const char *op, const vnc_attention *a, float *out, float *lse);
-/* dout [BH, L, Ev]; out and lse from the forward. dq, dk, dv receive the gradients; dbias
- * (may be NULL) receives dS as a contiguous [B, H, L, S] tensor. */
-vnc_status vnc_attention_backward(vnc_stream *s, const char *op, const vnc_attention *a, const float *dout,
-                                  const float *out, const float *lse, float *dq, float *dk, float *dv,
-                                  float *dbias);
+vnc_status vnc_attention_forward(vnc_stream *s, const char *op, const vnc_attention *a, const vnc_attn_operand *out,
+                                 float *lse);
+/* dout like out; out and lse from the forward. dq, dk, dv (shaped like q, k, v) receive the
+ * gradients; dbias (may be NULL) receives dS as a contiguous [B, H, L, S] tensor. */
+vnc_status vnc_attention_backward(vnc_stream *s, const char *op, const vnc_attention *a, const vnc_attn_operand *dout,
+                                  const vnc_attn_operand *out, const float *lse, const vnc_attn_operand *dq,
+                                  const vnc_attn_operand *dk, const vnc_attn_operand *dv, float *dbias);
 
 #ifdef __cplusplus
 }

@@ -11,15 +11,22 @@
 
 typedef struct attn_task {
   vnc_attention a;
-  const float *dout, *out, *lse;
-  float *o, *lse_out, *dq, *dk, *dv, *dbias;
+  vnc_attn_operand dout, out, dq, dk, dv;
+  const float *lse;
+  float *lse_out, *dbias;
   int backward;
 } attn_task;
+
+/* Rows of pair p = b*H + h of an operand. */
+static float *rows(const vnc_attn_operand *x, int64_t H, int64_t p) {
+  return x->data + (p / H) * x->batch_stride + (p % H) * x->head_stride;
+}
 
 /* sc [L, S] = scale * Q K^T + bias, -inf where causally masked. */
 static void scores(const vnc_attention *a, int64_t p, float *sc) {
   const int64_t L = a->L, S = a->S, E = a->E;
-  vnc_sgemm(0, 1, L, S, E, (float)a->scale, a->q + p * L * E, E, a->k + p * S * E, E, 0.0f, sc, S);
+  vnc_sgemm(0, 1, L, S, E, (float)a->scale, rows(&a->q, a->H, p), a->q.row_stride, rows(&a->k, a->H, p),
+            a->k.row_stride, 0.0f, sc, S);
   const float *bias = a->bias ? a->bias + (p / a->H) * a->bias_strides[0] + (p % a->H) * a->bias_strides[1] : NULL;
   for (int64_t i = 0; i < L; i++) {
     float *row = sc + i * S;
@@ -52,9 +59,11 @@ static void forward_pairs(void *ctx, int64_t p0, int64_t p1) {
       t->lse_out[p * L + i] = m + logf(sum);
       for (int64_t j = 0; j < S; j++) row[j] = row[j] / sum;
     }
-    float *o = t->o + p * L * Ev;
-    if (S == 0) memset(o, 0, sizeof(float) * (size_t)(L * Ev));
-    else vnc_sgemm(0, 0, L, Ev, S, 1.0f, sc, S, a->v + p * S * Ev, Ev, 0.0f, o, Ev);
+    float *o = rows(&t->out, a->H, p);
+    if (S == 0)
+      for (int64_t i = 0; i < L; i++) memset(o + i * t->out.row_stride, 0, sizeof(float) * (size_t)Ev);
+    else
+      vnc_sgemm(0, 0, L, Ev, S, 1.0f, sc, S, rows(&a->v, a->H, p), a->v.row_stride, 0.0f, o, t->out.row_stride);
   }
   free(sc);
 }
@@ -65,12 +74,14 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
   const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev;
   float *pm = malloc(sizeof(float) * (size_t)(2 * L * S + 1)), *ds = pm + L * S;
   for (int64_t p = p0; p < p1; p++) {
-    const float *dout = t->dout + p * L * Ev, *out = t->out + p * L * Ev, *lse = t->lse + p * L;
-    float *dq = t->dq + p * L * E, *dk = t->dk + p * S * E, *dv = t->dv + p * S * Ev;
+    const int64_t H = a->H;
+    const float *dout = rows(&t->dout, H, p), *out = rows(&t->out, H, p), *lse = t->lse + p * L;
+    const int64_t ldo = t->dout.row_stride, lo = t->out.row_stride;
+    float *dq = rows(&t->dq, H, p), *dk = rows(&t->dk, H, p), *dv = rows(&t->dv, H, p);
     if (L == 0 || S == 0) {
-      memset(dq, 0, sizeof(float) * (size_t)(L * E));
-      memset(dk, 0, sizeof(float) * (size_t)(S * E));
-      memset(dv, 0, sizeof(float) * (size_t)(S * Ev));
+      for (int64_t i = 0; i < L; i++) memset(dq + i * t->dq.row_stride, 0, sizeof(float) * (size_t)E);
+      for (int64_t j = 0; j < S; j++) memset(dk + j * t->dk.row_stride, 0, sizeof(float) * (size_t)E);
+      for (int64_t j = 0; j < S; j++) memset(dv + j * t->dv.row_stride, 0, sizeof(float) * (size_t)Ev);
       continue;
     }
     scores(a, p, pm);
@@ -78,16 +89,18 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
       const float l = lse[i / S];
       pm[i] = l == -INFINITY ? 0.0f : expf(pm[i] - l);
     }
-    vnc_sgemm(1, 0, S, Ev, L, 1.0f, pm, S, dout, Ev, 0.0f, dv, Ev);             /* dV = P^T dO */
-    vnc_sgemm(0, 1, L, S, Ev, 1.0f, dout, Ev, a->v + p * S * Ev, Ev, 0.0f, ds, S); /* dP = dO V^T */
-    for (int64_t i = 0; i < L; i++) {                                           /* dS = P (dP - D) */
+    vnc_sgemm(1, 0, S, Ev, L, 1.0f, pm, S, dout, ldo, 0.0f, dv, t->dv.row_stride); /* dV = P^T dO */
+    vnc_sgemm(0, 1, L, S, Ev, 1.0f, dout, ldo, rows(&a->v, H, p), a->v.row_stride, 0.0f, ds, S); /* dP = dO V^T */
+    for (int64_t i = 0; i < L; i++) { /* dS = P (dP - D), D_i = dO_i . O_i */
       float d = 0.0f;
-      for (int64_t e = 0; e < Ev; e++) d = d + dout[i * Ev + e] * out[i * Ev + e];
+      for (int64_t e = 0; e < Ev; e++) d = d + dout[i * ldo + e] * out[i * lo + e];
       for (int64_t j = 0; j < S; j++) ds[i * S + j] = pm[i * S + j] * (ds[i * S + j] - d);
     }
     if (t->dbias) memcpy(t->dbias + p * L * S, ds, sizeof(float) * (size_t)(L * S));
-    vnc_sgemm(0, 0, L, E, S, (float)a->scale, ds, S, a->k + p * S * E, E, 0.0f, dq, E); /* dQ = s dS K */
-    vnc_sgemm(1, 0, S, E, L, (float)a->scale, ds, S, a->q + p * L * E, E, 0.0f, dk, E); /* dK = s dS^T Q */
+    vnc_sgemm(0, 0, L, E, S, (float)a->scale, ds, S, rows(&a->k, H, p), a->k.row_stride, 0.0f, dq,
+              t->dq.row_stride); /* dQ = scale dS K */
+    vnc_sgemm(1, 0, S, E, L, (float)a->scale, ds, S, rows(&a->q, H, p), a->q.row_stride, 0.0f, dk,
+              t->dk.row_stride); /* dK = scale dS^T Q */
   }
   free(pm);
 }
@@ -105,18 +118,20 @@ static vnc_status check_shape(const char *op, const vnc_attention *a) {
   return VNC_OK;
 }
 
-vnc_status vnc_attention_forward(vnc_stream *s, const char *op, const vnc_attention *a, float *out, float *lse) {
+vnc_status vnc_attention_forward(vnc_stream *s, const char *op, const vnc_attention *a, const vnc_attn_operand *out,
+                                 float *lse) {
   vnc_status st = check_shape(op, a);
   if (st != VNC_OK || a->B * a->H * a->L == 0) return st;
-  attn_task t = {.a = *a, .o = out, .lse_out = lse};
+  attn_task t = {.a = *a, .out = *out, .lse_out = lse};
   return vnc_launch(s, op, attn_run, &t, sizeof t, NULL);
 }
 
-vnc_status vnc_attention_backward(vnc_stream *s, const char *op, const vnc_attention *a, const float *dout,
-                                  const float *out, const float *lse, float *dq, float *dk, float *dv, float *dbias) {
+vnc_status vnc_attention_backward(vnc_stream *s, const char *op, const vnc_attention *a, const vnc_attn_operand *dout,
+                                  const vnc_attn_operand *out, const float *lse, const vnc_attn_operand *dq,
+                                  const vnc_attn_operand *dk, const vnc_attn_operand *dv, float *dbias) {
   vnc_status st = check_shape(op, a);
   if (st != VNC_OK || a->B * a->H == 0) return st;
-  attn_task t = {.a = *a, .dout = dout, .out = out, .lse = lse, .dq = dq, .dk = dk, .dv = dv, .dbias = dbias,
+  attn_task t = {.a = *a, .dout = *dout, .out = *out, .lse = lse, .dq = *dq, .dk = *dk, .dv = *dv, .dbias = dbias,
                  .backward = 1};
   return vnc_launch(s, op, attn_run, &t, sizeof t, NULL);
 }
