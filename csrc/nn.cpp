@@ -220,6 +220,39 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   return nll_loss_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight, gi);
 }
 
+// nll_loss2d (cross-entropy over (N, C, d1, ...) inputs, which ATen views as 4-D): the kernel
+// above on rows (N*H*W, C), classes last.
+at::Tensor class_rows(const at::Tensor& self) { return self.permute({0, 2, 3, 1}).reshape({-1, self.size(1)}); }
+
+void check_nll2d(const at::Tensor& self, const at::Tensor& target) {
+  TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got input of dimension: ",
+              self.dim());
+  TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got targets of dimension: ",
+              target.dim());
+  TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) && self.size(3) == target.size(2),
+              "size mismatch (got input: ", self.sizes(), " , target: ", target.sizes(), ")");
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                      int64_t ignore_index) {
+  check_nll2d(self, target);
+  record_native("aten::nll_loss2d_forward");
+  auto [out, tw] = at::nll_loss_forward(class_rows(self), target.reshape({-1}), weight, reduction, ignore_index);
+  if (reduction == at::Reduction::None) out = out.view(target.sizes());
+  return {out, tw};
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                               const at::Tensor& total_weight) {
+  check_nll2d(self, target);
+  record_native("aten::nll_loss2d_backward");
+  const at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
+  at::Tensor gi = at::nll_loss_backward(g, class_rows(self), target.reshape({-1}), weight, reduction, ignore_index, total_weight);
+  return gi.view({self.size(0), self.size(2), self.size(3), self.size(1)}).permute({0, 3, 1, 2}).contiguous();
+}
+
 // ---------------------------------------------------------------- index_select / embedding backward
 
 at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
@@ -353,6 +386,32 @@ at::Tensor& nx_huber_loss_backward_out(const at::Tensor& grad, const at::Tensor&
   return to_out(at::where(x <= -delta, at::mul(g, -norm * delta),
                           at::where(x >= delta, at::mul(g, norm * delta), at::mul(at::mul(x, norm), g))),
                 out);
+}
+
+// binary cross-entropy on probabilities, ATen's formula (logs clamped at -100; the gradient's
+// denominator at 1e-12). Inputs or targets outside [0, 1] raise, as on CPU (host reads of two
+// flags).
+at::Tensor nx_binary_cross_entropy(const at::Tensor& self, const at::Tensor& target,
+                                   const std::optional<at::Tensor>& weight, int64_t reduction) {
+  check_loss_inputs("aten::binary_cross_entropy", self, target);
+  record_native("aten::binary_cross_entropy");
+  TORCH_CHECK(at::logical_and(at::ge(self, 0), at::le(self, 1)).all().item<bool>(),
+              "all elements of input should be between 0 and 1");
+  TORCH_CHECK(at::logical_and(at::ge(target, 0), at::le(target, 1)).all().item<bool>(),
+              "all elements of target should be between 0 and 1");
+  at::Tensor l = at::sub(at::mul(at::sub(target, 1), at::clamp_min(at::log1p(at::neg(self)), -100)),
+                         at::mul(target, at::clamp_min(at::log(self), -100)));
+  if (weight && weight->defined()) l = at::mul(l, *weight);
+  return reduce_loss(l, reduction);
+}
+at::Tensor nx_binary_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                            const std::optional<at::Tensor>& weight, int64_t reduction) {
+  check_loss_inputs("aten::binary_cross_entropy_backward", self, target);
+  record_native("aten::binary_cross_entropy_backward");
+  at::Tensor g = at::div(at::mul(grad, at::sub(self, target)), at::clamp_min(at::mul(at::rsub(self, 1), self), 1e-12));
+  if (weight && weight->defined()) g = at::mul(g, *weight);
+  if (reduction == at::Reduction::Mean) g = at::div(g, static_cast<double>(self.numel()));
+  return g;
 }
 
 // log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)); the buffer output is unused (empty, as CUDA).
@@ -616,6 +675,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
   m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
+  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward));
+  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
+  m.impl("binary_cross_entropy", TORCH_FN(nx_binary_cross_entropy));
+  m.impl("binary_cross_entropy_backward", TORCH_FN(nx_binary_cross_entropy_backward));
   m.impl("mse_loss", TORCH_FN(nx_mse_loss));
   m.impl("mse_loss.out", TORCH_FN(nx_mse_loss_out));
   m.impl("mse_loss_backward", TORCH_FN(nx_mse_loss_backward));

@@ -203,6 +203,11 @@ at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::o
   return var_out<STD>(self, dim, correction, keepdim, out);
 }
 
+// prod of all elements: the dim kernel over the flattened tensor.
+at::Tensor nx_prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return at::prod(self.reshape({-1}), 0, false, dtype);
+}
+
 // torch.equal: same sizes and every element equal (NaN is not equal to itself, as on CPU).
 bool nx_equal(const at::Tensor& self, const at::Tensor& other) {
   check_same_device("aten::equal", self, {&other});
@@ -222,6 +227,7 @@ using S = const at::Scalar&;
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", TORCH_FN(nx_equal));
+  m.impl("prod", TORCH_FN(nx_prod));
   REG2("sum.dim_IntList", "sum.IntList_out", structured_sum_dim_IntList, SumLike<VNC_RED_SUM>, OptDims, bool, OptType)
   REG2("mean.dim", "mean.out", structured_mean_dim, SumLike<VNC_RED_MEAN>, OptDims, bool, OptType)
   REG2("prod.dim_int", "prod.int_out", structured_prod_dim_int, SumLike<VNC_RED_PROD>, int64_t, bool, OptType)

@@ -5,6 +5,8 @@ import torch
 
 import torch_neuronx
 
+F = torch.nn.functional
+
 OPTIMIZERS = [
     (torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1)),
     (torch.optim.Adam, dict(lr=1e-2, weight_decay=0.1, amsgrad=True)),
@@ -67,15 +69,17 @@ def test_fused_adamw_with_grad_scaler_skips_inf_steps():
 
 
 @pytest.mark.parametrize("loss", ["mse_loss", "smooth_l1_loss", "huber_loss", "l1_loss",
-                                  "binary_cross_entropy_with_logits"])
+                                  "binary_cross_entropy_with_logits", "binary_cross_entropy"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_losses_and_gradients_match_cpu(loss, reduction):
     torch.manual_seed(0)
     x = torch.randn(6, 5) * 2
-    t = torch.rand(6, 5) if loss == "binary_cross_entropy_with_logits" else torch.randn(6, 5)
+    t = torch.rand(6, 5) if loss.startswith("binary_cross_entropy") else torch.randn(6, 5)
     fn = getattr(torch.nn.functional, loss)
     extra = {"beta": 0.5} if loss == "smooth_l1_loss" else {"delta": 0.7} if loss == "huber_loss" else {}
     torch_neuronx.clear_op_tracking()
+    if loss == "binary_cross_entropy":  # probabilities
+        x = x.sigmoid()
     xc, xn = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
     expected, actual = fn(xc, t, reduction=reduction, **extra), fn(xn, t.to("neuron"), reduction=reduction, **extra)
     torch.testing.assert_close(actual.cpu(), expected.detach(), rtol=1e-5, atol=1e-6)
@@ -97,4 +101,27 @@ def test_clamp_with_tensor_bounds_propagates_nan_like_cpu():
     xi = torch.arange(-3, 4)
     assert torch.equal(torch.clamp(xi.to("neuron"), xi.flip(0).to("neuron") * 0 - 1, xi.to("neuron").abs()).cpu(),
                        torch.clamp(xi, xi.flip(0) * 0 - 1, xi.abs()))
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_binary_cross_entropy_refuses_inputs_outside_0_1():
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        F.binary_cross_entropy(torch.tensor([1.5], device="neuron"), torch.tensor([1.0], device="neuron"))
+
+
+@pytest.mark.parametrize("shape", [(4, 5, 7), (2, 5, 3, 4)], ids=["sequence", "image"])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_over_spatial_dims_matches_cpu(shape, reduction):
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    t = torch.randint(0, shape[1], (shape[0], *shape[2:]))
+    t[0, 0] = -100   # ignore_index
+    torch_neuronx.clear_op_tracking()
+    xc, xn = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    expected = F.cross_entropy(xc, t, reduction=reduction, label_smoothing=0.1)
+    actual = F.cross_entropy(xn, t.to("neuron"), reduction=reduction, label_smoothing=0.1)
+    torch.testing.assert_close(actual.cpu(), expected.detach(), rtol=1e-5, atol=1e-6)
+    expected.sum().backward()
+    actual.sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
     assert torch_neuronx.get_fallback_ops() == []
