@@ -627,6 +627,14 @@ at::Tensor& nx_nan_to_num_(at::Tensor& self, std::optional<double> nan, std::opt
   return nx_nan_to_num_out(self, nan, posinf, neginf, self);
 }
 
+// pow with a scalar base (2 ** t): the tensor-tensor kernel with the base as a 0-dim tensor of
+// the result dtype, as ATen composes it (a base of 1 gives ones).
+at::Tensor nx_pow_scalar_base(const at::Scalar& base, const at::Tensor& exponent) {
+  const at::ScalarType dt = at::result_type(base, exponent);
+  if (base.equal(1)) return at::ones_like(exponent, exponent.options().dtype(dt));
+  return at::pow(at::scalar_tensor(base, exponent.options().dtype(dt)), exponent);
+}
+
 // sgn: sign for real dtypes; complex inputs (z / |z|) take the visible CPU fallback.
 at::Tensor& nx_sgn_out(const at::Tensor& self, at::Tensor& out) {
   if (!self.is_complex()) return at::sign_out(out, self);
@@ -708,6 +716,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nan_to_num", TORCH_FN(nx_nan_to_num));
   m.impl("nan_to_num_", TORCH_FN(nx_nan_to_num_));
   m.impl("nan_to_num.out", TORCH_FN(nx_nan_to_num_out));
+  m.impl("pow.Scalar", TORCH_FN(nx_pow_scalar_base));
   m.impl("sgn", TORCH_FN(nx_sgn));
   m.impl("sgn_", TORCH_FN(nx_sgn_));
   m.impl("sgn.out", TORCH_FN(nx_sgn_out));

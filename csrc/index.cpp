@@ -371,6 +371,31 @@ at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor
   return out;
 }
 
+// bincount: counts (or summed weights) of each value of a 1-D non-negative integer tensor, as a
+// scatter-add into max(input) + 1 bins (one host read for the size, as the output shape needs).
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
+  TORCH_CHECK(self.dim() == 1 && !at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kBool,
+              "bincount only supports 1-d non-negative integral inputs.");
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  const bool weighted = weights && weights->defined();
+  if (weighted)
+    TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+  record_native("aten::bincount");
+  int64_t bins = minlength;
+  if (self.numel() > 0) {
+    TORCH_CHECK(self.min().item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    bins = std::max(bins, self.max().item<int64_t>() + 1);
+  }
+  const auto dtype = weighted ? (at::isFloatingType(weights->scalar_type()) ? weights->scalar_type() : at::kDouble)
+                              : at::kLong;
+  at::Tensor out = at::zeros({bins}, self.options().dtype(dtype));
+  if (self.numel() == 0) return out;
+  const at::Tensor src = weighted ? weights->to(dtype) : at::ones({self.size(0)}, out.options());
+  scatter_into("aten::bincount", out, 0, self.to(at::kLong), src, VNC_REDUCE_SUM);
+  return out;
+}
+
 using T = const at::Tensor&;
 using GatherV = Variants<at::meta::structured_gather, int64_t, T, bool>;
 using ScatterSrcV = Variants<at::meta::structured_scatter_src, int64_t, T, T>;
@@ -423,6 +448,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select.out", TORCH_FN(masked_select_out));
   m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
   m.impl("take", TORCH_FN(nx_take));
+  m.impl("bincount", TORCH_FN(bincount));
   m.impl("take.out", TORCH_FN(take_out));
 }
 

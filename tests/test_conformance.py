@@ -66,7 +66,7 @@ NATIVE = _native_names()
 XFAIL = _xfails()
 # OpInfos whose ATen kernel has another name than the OpInfo: the op the Python entry point reaches.
 KERNEL_OF = {"__getitem__": "index", "index_put": "_index_put_impl_", "log_sigmoid": "log_sigmoid_forward",
-             "unique": "_unique2", "nn.functional.binary_cross_entropy": "binary_cross_entropy",
+             "unique": "_unique2", "nn.functional.binary_cross_entropy": "binary_cross_entropy", "__rpow__": "pow",
              "nn.functional.mse_loss": "mse_loss", "nn.functional.smooth_l1_loss": "smooth_l1_loss",
              "nn.functional.huber_loss": "huber_loss", "group_norm": "native_group_norm",
              "nn.functional.scaled_dot_product_attention": "_scaled_dot_product_fused_attention_overrideable",

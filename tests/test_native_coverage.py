@@ -73,3 +73,15 @@ def test_unique_and_normal_with_tensor_arguments_are_native():
         assert abs(draws.mean().item() - 3.0) < 5 * 2.0 / 200_000 ** 0.5
         assert abs(draws.std().item() - 2.0) < 0.02
     assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_scalar_base_pow_and_bincount_are_native():
+    torch_neuronx.clear_op_tracking()
+    t = torch.linspace(-3, 3, 13)
+    torch.testing.assert_close((2.5 ** t.to("neuron")).cpu(), 2.5 ** t)
+    x = torch.tensor([0, 1, 1, 3, 5, 1])
+    w = torch.tensor([0.5, 1.0, 1.0, 2.0, 1.0, 1.0])
+    assert torch.equal(torch.bincount(x.to("neuron")).cpu(), torch.bincount(x))
+    torch.testing.assert_close(torch.bincount(x.to("neuron"), w.to("neuron"), minlength=8).cpu(),
+                               torch.bincount(x, w, minlength=8))
+    assert torch_neuronx.get_fallback_ops() == []
