@@ -215,6 +215,46 @@ bool nx_equal(const at::Tensor& self, const at::Tensor& other) {
   return self.sizes() == other.sizes() && at::eq(self, other).all().item<bool>();
 }
 
+// var_mean / std_mean: compositions of the native var/std and mean.
+// Complex inputs (var/std are native for floating dtypes only) take the visible fallback.
+std::vector<c10::IValue> var_mean_stack(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                        const std::optional<at::Scalar>& correction, bool keepdim) {
+  std::optional<std::vector<int64_t>> d;
+  if (dim) d = dim->vec();
+  return {self, d, correction, keepdim};
+}
+
+template <bool STD>
+std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                            const std::optional<at::Scalar>& correction, bool keepdim) {
+  if (at::isComplexType(self.scalar_type())) {
+    auto stack = var_mean_stack(self, dim, correction, keepdim);
+    run_cpu_fallback(STD ? "aten::std_mean" : "aten::var_mean", "correction", stack);
+    return {stack[0].toTensor(), stack[1].toTensor()};
+  }
+  at::Tensor v = STD ? at::std(self, dim, correction, keepdim) : at::var(self, dim, correction, keepdim);
+  return {v, at::mean(self, dim, keepdim)};
+}
+
+template <bool STD>
+std::tuple<at::Tensor&, at::Tensor&> var_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                  const std::optional<at::Scalar>& correction, bool keepdim,
+                                                  at::Tensor& out0, at::Tensor& out1) {
+  if (at::isComplexType(self.scalar_type())) {
+    auto stack = var_mean_stack(self, dim, correction, keepdim);
+    stack.push_back(out0);
+    stack.push_back(out1);
+    run_cpu_fallback(STD ? "aten::std_mean" : "aten::var_mean", "correction_out", stack);
+    return {out0, out1};
+  }
+  auto [v, m] = var_mean<STD>(self, dim, correction, keepdim);
+  at::native::resize_output(out0, v.sizes());
+  at::native::resize_output(out1, m.sizes());
+  out0.copy_(v);
+  out1.copy_(m);
+  return {out0, out1};
+}
+
 }  // namespace
 
 #define REG2(FN, OUT, META, IMPL, ...)                                                        \
@@ -226,6 +266,11 @@ using OptType = std::optional<at::ScalarType>;
 using S = const at::Scalar&;
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("var_mean.correction", TORCH_FN(var_mean<false>));
+  m.impl("var_mean.correction_out", TORCH_FN(var_mean_out<false>));
+  m.impl("std_mean.correction", TORCH_FN(var_mean<true>));
+  m.impl("std_mean.correction_out", TORCH_FN(var_mean_out<true>));
+
   m.impl("equal", TORCH_FN(nx_equal));
   m.impl("prod", TORCH_FN(nx_prod));
   REG2("sum.dim_IntList", "sum.IntList_out", structured_sum_dim_IntList, SumLike<VNC_RED_SUM>, OptDims, bool, OptType)

@@ -1,6 +1,6 @@
 // Image ops on the neuron key (runtime: vnc/vision.h): avg_pool2d, native_group_norm,
 // upsample_nearest2d / upsample_bilinear2d, reflection_pad2d / replication_pad2d, each with its
-// backward; var_mean / std_mean as compositions of the native var/std/mean.
+// backward.
 //
 // Argument checks and output shapes come from ATen's structured metas where the op has one
 // (so errors are PyTorch's own); outputs keep the memory format the meta picks (channels-last
@@ -517,47 +517,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
   return {dX, dgamma, dbeta};
 }
 
-// ---------------------------------------------------------------- var_mean / std_mean
-
-// Complex inputs (var/std are native for floating dtypes only) take the visible fallback.
-std::vector<c10::IValue> var_mean_stack(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                                        const std::optional<at::Scalar>& correction, bool keepdim) {
-  std::optional<std::vector<int64_t>> d;
-  if (dim) d = dim->vec();
-  return {self, d, correction, keepdim};
-}
-
-template <bool STD>
-std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                                            const std::optional<at::Scalar>& correction, bool keepdim) {
-  if (at::isComplexType(self.scalar_type())) {
-    auto stack = var_mean_stack(self, dim, correction, keepdim);
-    run_cpu_fallback(STD ? "aten::std_mean" : "aten::var_mean", "correction", stack);
-    return {stack[0].toTensor(), stack[1].toTensor()};
-  }
-  at::Tensor v = STD ? at::std(self, dim, correction, keepdim) : at::var(self, dim, correction, keepdim);
-  return {v, at::mean(self, dim, keepdim)};
-}
-
-template <bool STD>
-std::tuple<at::Tensor&, at::Tensor&> var_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                                                  const std::optional<at::Scalar>& correction, bool keepdim,
-                                                  at::Tensor& out0, at::Tensor& out1) {
-  if (at::isComplexType(self.scalar_type())) {
-    auto stack = var_mean_stack(self, dim, correction, keepdim);
-    stack.push_back(out0);
-    stack.push_back(out1);
-    run_cpu_fallback(STD ? "aten::std_mean" : "aten::var_mean", "correction_out", stack);
-    return {out0, out1};
-  }
-  auto [v, m] = var_mean<STD>(self, dim, correction, keepdim);
-  at::native::resize_output(out0, v.sizes());
-  at::native::resize_output(out1, m.sizes());
-  out0.copy_(v);
-  out1.copy_(m);
-  return {out0, out1};
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -583,10 +542,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("replication_pad2d_backward.grad_input", TORCH_FN(pad2d_backward_out<VNC_PAD_REPLICATE>));
   m.impl("native_group_norm", TORCH_FN(native_group_norm));
   m.impl("native_group_norm_backward", TORCH_FN(native_group_norm_backward));
-  m.impl("var_mean.correction", TORCH_FN(var_mean<false>));
-  m.impl("var_mean.correction_out", TORCH_FN(var_mean_out<false>));
-  m.impl("std_mean.correction", TORCH_FN(var_mean<true>));
-  m.impl("std_mean.correction_out", TORCH_FN(var_mean_out<true>));
 }
 
 }  // namespace torch_neuronx
