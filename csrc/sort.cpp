@@ -308,6 +308,38 @@ at::Tensor roll_dims(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
   return out;
 }
 
+// median: the lower median (element (n-1)/2 of each stably sorted line) with its index; a line
+// holding NaN gives NaN and the index of its first NaN (NaN sorts last), as on CPU.
+std::tuple<at::Tensor, at::Tensor> median_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  record_native("aten::median");
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  const at::Tensor s = self.dim() ? self : self.view({1});
+  const int64_t n = s.size(dim);
+  TORCH_CHECK_INDEX(n > 0, "median(): Expected reduction dim ", dim, " to have non-zero size.");
+  auto [sorted, order] = at::sort(s, /*stable=*/true, dim, false);
+  at::DimVector one(s.sizes().begin(), s.sizes().end());
+  one[dim] = 1;
+  at::Tensor pos = at::full(one, (n - 1) / 2, s.options().dtype(at::kLong));
+  if (at::isFloatingType(s.scalar_type())) {
+    const at::Tensor finite = at::logical_not(at::isnan(s)).sum(dim, /*keepdim=*/true);
+    pos = at::where(finite < n, finite, pos);
+  }
+  at::Tensor values = sorted.gather(dim, pos), indices = order.gather(dim, pos);
+  if (!keepdim || self.dim() == 0) {
+    values = values.squeeze(dim);  // a 0-dim input was read as one element: back to 0-dim
+    indices = indices.squeeze(dim);
+  }
+  return {values, indices};
+}
+
+at::Tensor median_all(const at::Tensor& self) {
+  if (self.numel() == 0) {
+    record_native("aten::median");
+    return at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options());
+  }
+  return std::get<0>(median_dim(self.reshape({-1}), 0, false));
+}
+
 // unique (torch.unique without dim): a stable sort, then the first element of each run of
 // equal values (NaNs are all distinct, as on CPU); inverse indices scatter each run's number
 // back through the sort permutation; counts are the run lengths. Values come out sorted
@@ -344,6 +376,8 @@ using OptType = std::optional<at::ScalarType>;
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sort.stable", TORCH_FN(sort));
   m.impl("_unique2", TORCH_FN(unique2));
+  m.impl("median", TORCH_FN(median_all));
+  m.impl("median.dim", TORCH_FN(median_dim));
   m.impl("sort.values_stable", TORCH_FN(sort_out));
   m.impl("topk", TORCH_FN(topk));
   m.impl("topk.values", TORCH_FN(topk_out));

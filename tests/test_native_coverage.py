@@ -85,3 +85,15 @@ def test_scalar_base_pow_and_bincount_are_native():
     torch.testing.assert_close(torch.bincount(x.to("neuron"), w.to("neuron"), minlength=8).cpu(),
                                torch.bincount(x, w, minlength=8))
     assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_median_is_native_and_propagates_nan():
+    torch_neuronx.clear_op_tracking()
+    x = torch.tensor([[2.0, 1.0, 2.0, 3.0], [1.0, float("nan"), 1.0, 0.0]])
+    torch.testing.assert_close(torch.median(x.to("neuron")).cpu(), torch.median(x), equal_nan=True)
+    torch.testing.assert_close(torch.median(x[0].to("neuron")).cpu(), torch.median(x[0]))
+    values, indices = torch.median(x.to("neuron"), 1)
+    expected = torch.median(x, 1)
+    torch.testing.assert_close(values.cpu(), expected.values, equal_nan=True)
+    assert torch.equal(indices.cpu(), expected.indices)
+    assert torch_neuronx.get_fallback_ops() == []
