@@ -220,12 +220,6 @@ static void bn_fwd_channels(void *ctx, int64_t c0, int64_t c1) {
   free(x);
 }
 
-static vnc_status bn_fwd_run(void *p) {
-  bn_task *t = p;
-  vnc_parallel_for(t->C, 1, bn_fwd_channels, t);
-  return VNC_OK;
-}
-
 vnc_status vnc_batch_norm(vnc_stream *s, const char *op, int64_t N, int64_t C, int64_t S, int32_t dtype, const void *x,
                           const void *weight, const void *bias, void *running_mean, void *running_var,
                           int32_t param_dtype, int training, double momentum, double eps, void *y, void *save_mean,
@@ -237,7 +231,7 @@ vnc_status vnc_batch_norm(vnc_stream *s, const char *op, int64_t N, int64_t C, i
   bn_task t = {.N = N, .C = C, .S = S, .dtype = dtype, .pdt = param_dtype, .training = training, .momentum = momentum,
                .eps = eps, .x = x, .w = weight, .b = bias, .rm = running_mean, .rv = running_var, .y = y,
                .save_mean = save_mean, .save_invstd = save_invstd};
-  return vnc_launch(s, op, bn_fwd_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, bn_fwd_channels, C, 1, &t, sizeof t, NULL);
 }
 
 static void bn_bwd_channels(void *ctx, int64_t c0, int64_t c1) {
@@ -273,12 +267,6 @@ static void bn_bwd_channels(void *ctx, int64_t c0, int64_t c1) {
   free(x);
 }
 
-static vnc_status bn_bwd_run(void *p) {
-  bn_task *t = p;
-  vnc_parallel_for(t->C, 1, bn_bwd_channels, t);
-  return VNC_OK;
-}
-
 vnc_status vnc_batch_norm_backward(vnc_stream *s, const char *op, int64_t N, int64_t C, int64_t S, int32_t dtype,
                                    const void *dy, const void *x, const void *weight, const void *running_mean,
                                    const void *running_var, const void *save_mean, const void *save_invstd,
@@ -287,7 +275,7 @@ vnc_status vnc_batch_norm_backward(vnc_stream *s, const char *op, int64_t N, int
   bn_task t = {.N = N, .C = C, .S = S, .dtype = dtype, .pdt = param_dtype, .training = training, .eps = eps, .x = x,
                .w = weight, .dy = dy, .rm = (void *)running_mean, .rv = (void *)running_var, .sm = save_mean,
                .si = save_invstd, .dx = dx, .dw = dweight, .db = dbias};
-  return vnc_launch(s, op, bn_bwd_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, bn_bwd_channels, C, 1, &t, sizeof t, NULL);
 }
 
 /* ---------------------------------------------------------------- pooling */
@@ -333,16 +321,10 @@ static void maxpool_planes(void *ctx, int64_t a, int64_t b) {
   free(out);
 }
 
-static vnc_status maxpool_run(void *arg) {
-  pool_task *t = arg;
-  vnc_parallel_for(t->p.N * t->p.C, 1, maxpool_planes, t);
-  return VNC_OK;
-}
-
 vnc_status vnc_max_pool2d(vnc_stream *s, const char *op, const vnc_pool2d *p, const void *x, void *out, int64_t *indices) {
   if (p->N * p->C * p->OH * p->OW == 0) return VNC_OK;
   pool_task t = {.p = *p, .x = x, .out = out, .idx = indices};
-  return vnc_launch(s, op, maxpool_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, maxpool_planes, p->N * p->C, 1, &t, sizeof t, NULL);
 }
 
 static void maxpool_bwd_planes(void *ctx, int64_t a, int64_t b) {
@@ -363,17 +345,11 @@ static void maxpool_bwd_planes(void *ctx, int64_t a, int64_t b) {
   free(go);
 }
 
-static vnc_status maxpool_bwd_run(void *arg) {
-  pool_task *t = arg;
-  vnc_parallel_for(t->p.N * t->p.C, 1, maxpool_bwd_planes, t);
-  return VNC_OK;
-}
-
 vnc_status vnc_max_pool2d_backward(vnc_stream *s, const char *op, const vnc_pool2d *p, const void *grad_out,
                                    const int64_t *indices, void *grad_in) {
   if (p->N * p->C * p->H * p->W == 0) return VNC_OK;
   pool_task t = {.p = *p, .go = grad_out, .idx_in = indices, .gi = grad_in};
-  return vnc_launch(s, op, maxpool_bwd_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, maxpool_bwd_planes, p->N * p->C, 1, &t, sizeof t, NULL);
 }
 
 static int64_t bin_start(int64_t a, int64_t out, int64_t in) { return (a * in) / out; }
@@ -413,22 +389,16 @@ static void aavg_planes(void *ctx, int64_t a, int64_t b) {
   free(y);
 }
 
-static vnc_status aavg_run(void *arg) {
-  pool_task *t = arg;
-  vnc_parallel_for(t->planes, 1, aavg_planes, t);
-  return VNC_OK;
-}
-
 vnc_status vnc_adaptive_avg_pool2d(vnc_stream *s, const char *op, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                    int64_t OW, int32_t dtype, const void *x, void *out) {
   if (planes * OH * OW == 0) return VNC_OK;
   pool_task t = {.planes = planes, .H = H, .W = W, .OH = OH, .OW = OW, .dtype = dtype, .x = x, .out = out};
-  return vnc_launch(s, op, aavg_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, aavg_planes, planes, 1, &t, sizeof t, NULL);
 }
 
 vnc_status vnc_adaptive_avg_pool2d_backward(vnc_stream *s, const char *op, int64_t planes, int64_t H, int64_t W,
                                             int64_t OH, int64_t OW, int32_t dtype, const void *grad_out, void *grad_in) {
   if (planes * H * W == 0) return VNC_OK;
   pool_task t = {.planes = planes, .H = H, .W = W, .OH = OH, .OW = OW, .dtype = dtype, .go = grad_out, .gi = grad_in};
-  return vnc_launch(s, op, aavg_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, aavg_planes, planes, 1, &t, sizeof t, NULL);
 }

@@ -3,6 +3,8 @@
 #define VNC_KERNELS_INTERNAL_H
 
 #include "vnc/iter.h"
+#include "vnc/stream.h"
+#include "vnc/threadpool.h"
 
 /* The copy/cast inner loop from dtype `src` to dtype `dst` (operands: dst, src). */
 vnc_loop_fn vnc_copy_loop(int32_t dst, int32_t src);
@@ -10,6 +12,13 @@ vnc_loop_fn vnc_copy_loop(int32_t dst, int32_t src);
 /* n elements of `dtype` at src (element stride `stride`) into contiguous floats, and back. */
 void vnc_to_f32(float *dst, const void *src, int32_t dtype, int64_t stride, int64_t n);
 void vnc_from_f32(void *dst, int32_t dtype, int64_t stride, const float *src, int64_t n);
+
+/* Enqueues a task that runs fn(ctx, begin, end) over [0, n) on the thread pool in chunks of
+ * at least `grain` units, ctx being the task's copy of `payload`; `release` (may be NULL) gets
+ * that copy once, after the task ran or was dropped. The wrapper every "one parallel loop"
+ * kernel would otherwise write. */
+vnc_status vnc_launch_parallel(vnc_stream *s, const char *op, vnc_range_fn fn, int64_t n, int64_t grain,
+                               const void *payload, size_t payload_size, vnc_release_fn release);
 
 /* The canonical float sum of n contiguous floats (schedule of vnc/reduce.h). */
 float vnc_canonical_sum(const float *x, int64_t n);

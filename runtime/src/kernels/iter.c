@@ -1,6 +1,9 @@
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include "internal.h"
 #include "vnc/iter.h"
+#include "vnc/stream.h"
 #include "vnc/threadpool.h"
 
 static void shape_str(char *buf, size_t n, const vnc_tensor *t) {
@@ -140,4 +143,40 @@ void vnc_iter_for_each(const vnc_iter *it, vnc_loop_fn fn, void *ctx, int64_t gr
   if (it->numel <= 0) return;
   run_ctx r = {it, fn, ctx};
   vnc_parallel_for(it->numel, grain, run_range, &r);
+}
+
+/* ---------------------------------------------------------------- parallel task launch */
+
+/* The task's copy is [header | payload]; the payload starts at a 16-byte aligned offset. */
+typedef struct par_head {
+  vnc_range_fn fn;
+  vnc_release_fn release;
+  int64_t n, grain;
+} par_head;
+#define PAR_OFFSET ((sizeof(par_head) + 15) / 16 * 16)
+
+static vnc_status par_run(void *p) {
+  const par_head *h = p;
+  vnc_parallel_for(h->n, h->grain, h->fn, (char *)p + PAR_OFFSET);
+  return VNC_OK;
+}
+
+static void par_release(void *p) {
+  const par_head *h = p;
+  if (h->release) h->release((char *)p + PAR_OFFSET);
+}
+
+vnc_status vnc_launch_parallel(vnc_stream *s, const char *op, vnc_range_fn fn, int64_t n, int64_t grain,
+                               const void *payload, size_t payload_size, vnc_release_fn release) {
+  char *buf = malloc(PAR_OFFSET + payload_size);
+  if (!buf) {
+    if (release) release((void *)payload);
+    return vnc_set_error(VNC_ERR_INTERNAL, "%s: out of host memory for a task", op);
+  }
+  const par_head h = {fn, release, n, grain};
+  memcpy(buf, &h, sizeof h);
+  memcpy(buf + PAR_OFFSET, payload, payload_size);
+  vnc_status st = vnc_launch(s, op, par_run, buf, PAR_OFFSET + payload_size, par_release);
+  free(buf);
+  return st;
 }

@@ -125,18 +125,6 @@ static void avg_bwd_planes(void *ctx, int64_t a, int64_t b) {
   free(go);
 }
 
-static vnc_status avg_fwd_run(void *arg) {
-  avg_task *t = arg;
-  vnc_parallel_for(t->in.N * t->in.C, 1, t->dtype == VNC_INT64 ? avg_fwd_planes_i64 : avg_fwd_planes, t);
-  return VNC_OK;
-}
-
-static vnc_status avg_bwd_run(void *arg) {
-  avg_task *t = arg;
-  vnc_parallel_for(t->in.N * t->in.C, 1, avg_bwd_planes, t);
-  return VNC_OK;
-}
-
 static vnc_status check_avg(const char *op, const vnc_avg_pool2d_params *p) {
   if (p->KH < 1 || p->KW < 1 || p->sh < 1 || p->sw < 1 || p->ph < 0 || p->pw < 0)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: invalid kernel size, stride, padding or divisor", op);
@@ -149,7 +137,8 @@ vnc_status vnc_avg_pool2d(vnc_stream *s, const char *op, const vnc_avg_pool2d_pa
   if (st == VNC_OK && dtype != VNC_INT64) st = need_floating(op, dtype);
   if (st != VNC_OK || out->N * out->C * out->H * out->W == 0) return st;
   avg_task t = {.p = *p, .dtype = dtype, .in = *x, .out = *out};
-  return vnc_launch(s, op, avg_fwd_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, dtype == VNC_INT64 ? avg_fwd_planes_i64 : avg_fwd_planes, x->N * x->C, 1, &t,
+                             sizeof t, NULL);
 }
 
 vnc_status vnc_avg_pool2d_backward(vnc_stream *s, const char *op, const vnc_avg_pool2d_params *p, int32_t dtype,
@@ -158,7 +147,7 @@ vnc_status vnc_avg_pool2d_backward(vnc_stream *s, const char *op, const vnc_avg_
   if (st == VNC_OK) st = need_floating(op, dtype);
   if (st != VNC_OK || grad_in->N * grad_in->C * grad_in->H * grad_in->W == 0) return st;
   avg_task t = {.p = *p, .dtype = dtype, .in = *grad_in, .out = *grad_out};
-  return vnc_launch(s, op, avg_bwd_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, avg_bwd_planes, grad_in->N * grad_in->C, 1, &t, sizeof t, NULL);
 }
 
 /* ---------------------------------------------------------------- gathers by index maps */
@@ -214,23 +203,12 @@ static void scatter_planes(void *ctx, int64_t a, int64_t b) {
   free(go);
 }
 
-static vnc_status gather_run(void *arg) {
-  gather_task *t = arg;
-  vnc_parallel_for(t->out.N * t->out.C, 1, gather_planes, t);
-  return VNC_OK;
-}
-
-static vnc_status scatter_run(void *arg) {
-  gather_task *t = arg;
-  vnc_parallel_for(t->in.N * t->in.C, 1, scatter_planes, t);
-  return VNC_OK;
-}
-
 /* Launches the gather (backward = 0) or the scatter-add (backward = 1) with `map` (owned). */
 static vnc_status launch_gather(vnc_stream *s, const char *op, int backward, int32_t dtype, const vnc_image *in,
                                 const vnc_image *out, int64_t *map) {
   gather_task t = {.dtype = dtype, .in = *in, .out = *out, .map = map};
-  return vnc_launch(s, op, backward ? scatter_run : gather_run, &t, sizeof t, gather_release);
+  return backward ? vnc_launch_parallel(s, op, scatter_planes, in->N * in->C, 1, &t, sizeof t, gather_release)
+                  : vnc_launch_parallel(s, op, gather_planes, out->N * out->C, 1, &t, sizeof t, gather_release);
 }
 
 static int64_t *new_map(const char *op, int64_t n, vnc_status *st) {
@@ -349,18 +327,6 @@ static void bilinear_bwd_planes(void *ctx, int64_t a, int64_t b) {
   free(go);
 }
 
-static vnc_status bilinear_fwd_run(void *arg) {
-  bilinear_task *t = arg;
-  vnc_parallel_for(t->out.N * t->out.C, 1, bilinear_fwd_planes, t);
-  return VNC_OK;
-}
-
-static vnc_status bilinear_bwd_run(void *arg) {
-  bilinear_task *t = arg;
-  vnc_parallel_for(t->in.N * t->in.C, 1, bilinear_bwd_planes, t);
-  return VNC_OK;
-}
-
 /* ---------------------------------------------------------------- upsampling */
 
 static vnc_status upsample(vnc_stream *s, const char *op, int backward, vnc_upsample_mode mode, int align_corners,
@@ -394,7 +360,9 @@ static vnc_status upsample(vnc_stream *s, const char *op, int backward, vnc_upsa
   for (int64_t x = 0; x < OW; x++)
     source_and_lambda(x, in->W, OW, scale_w, align_corners, &t.idx[2 * OH + x], &t.idx[2 * OH + OW + x],
                       &t.lam[2 * OH + x], &t.lam[2 * OH + OW + x]);
-  return vnc_launch(s, op, backward ? bilinear_bwd_run : bilinear_fwd_run, &t, sizeof t, bilinear_release);
+  return backward ? vnc_launch_parallel(s, op, bilinear_bwd_planes, t.in.N * t.in.C, 1, &t, sizeof t, bilinear_release)
+                  : vnc_launch_parallel(s, op, bilinear_fwd_planes, t.out.N * t.out.C, 1, &t, sizeof t,
+                                        bilinear_release);
 }
 
 vnc_status vnc_upsample2d(vnc_stream *s, const char *op, vnc_upsample_mode mode, int align_corners, float scale_h,
@@ -495,12 +463,6 @@ static void gn_fwd_units(void *ctx, int64_t a, int64_t b) {
   free(q);
 }
 
-static vnc_status gn_fwd_run(void *arg) {
-  gn_task *t = arg;
-  vnc_parallel_for(t->x.N * t->G, 1, gn_fwd_units, t);
-  return VNC_OK;
-}
-
 /* Per (n, group): ds[n, c] = sum_s dy * x, db[n, c] = sum_s dy, then dx (ATen's c1, c2, c3). */
 static void gn_bwd_units(void *ctx, int64_t a, int64_t b) {
   const gn_task *t = ctx;
@@ -581,7 +543,7 @@ vnc_status vnc_group_norm(vnc_stream *s, const char *op, int64_t G, int32_t dtyp
   if (x->H == 0) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: empty spatial size", op);
   gn_task t = {.G = G, .dtype = dtype, .pdt = param_dtype, .sdt = stat_dtype, .eps = eps, .x = *x, .y = *y,
                .w = weight, .b = bias, .mean = mean, .rstd = rstd};
-  return vnc_launch(s, op, gn_fwd_run, &t, sizeof t, NULL);
+  return vnc_launch_parallel(s, op, gn_fwd_units, t.x.N * t.G, 1, &t, sizeof t, NULL);
 }
 
 vnc_status vnc_group_norm_backward(vnc_stream *s, const char *op, int64_t G, int32_t dtype, const vnc_image *dy,
