@@ -37,13 +37,13 @@ def _fallback_default() -> bool:
 
 
 def _decompositions():
-    """PyTorch's core ATen decompositions of ops that have no native neuron kernel: every op
-    with a native kernel stays whole, so compiled code computes what eager computes."""
+    """PyTorch's core ATen decompositions of the ops eager would run through the CPU fallback:
+    every op eager runs natively (its own kernel, or a composite of native kernels) stays
+    whole, so compiled code computes what eager computes."""
     from torch._decomp import core_aten_decompositions
 
     return {op: fn for op, fn in core_aten_decompositions().items()
-            if isinstance(op, torch._ops.OpOverload)
-            and not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1")}
+            if isinstance(op, torch._ops.OpOverload) and not has_native_kernel(op)}
 
 
 _DECOMPS = None
@@ -113,6 +113,7 @@ class _GraphCompiler:
         rec.c_step_count = prog.c_steps
         rec.eager_ops = list(prog.eager_ops)
         rec.eager_op_count = len(prog.eager_ops)
+        rec.host_ops = list(prog.host_ops)
         rec.segment_count = len(tables)
         metrics.commit(rec)
         return CompiledGraph(prog, module, tables, name)

@@ -16,6 +16,7 @@ import math
 import torch
 
 from .externs import broadcast_strides
+from .pointwise import INT_FAULT_ROWS
 from .ir import (CLASS_CTYPE, C_STEPS, Const, Extern, Load, Loop, PW, Reduce, c_double, c_literal, dtype_name,
                  dtype_num, type_class)
 
@@ -122,7 +123,9 @@ class Unit:
         self.nloops += 1
         esz = [r.dtype.itemsize for r, _ in operands]
         lines = [f"static void {name}(void *ctx, int64_t u0, int64_t u1) {{",
-                 "  char *const *B = (char *const *)ctx;"]
+                 "  vnc_jit_loop_ctx *C = (vnc_jit_loop_ctx *)ctx;", "  char *const *B = C->B;"]
+        faulting = [m for m in lp.members if m.op in INT_FAULT_ROWS and not m.compute.is_floating_point]
+        self.fault_locals = []
         for k, (r, _) in enumerate(operands):
             lines.append(f"  char *p{k} = {addr(r)};")
         lines.append("  for (int64_t u = u0; u < u1; u++) {")
@@ -139,10 +142,16 @@ class Unit:
                 incs = " ".join(f"q{k} += x * {st[k] * esz[k]};" for k in range(len(operands)) if st[k])
                 lines.append(f"    x = rem % {n}; rem /= {n}; {incs}")
         lines.append("    for (int64_t i = i0; i < i1; i++) {")
-        lines += ["      " + b for b in self._body(lp, loads, operands, inner_st, esz)]
-        lines += ["    }", "  }", "}", ""]
+        body = ["      " + b for b in self._body(lp, loads, operands, inner_st, esz)]
+        # bodies that may meet a zero divisor report it through a copy of their parameters
+        lines[3:3] = [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
+        lines += body + ["    }", "  }", "}", ""]
         self.top.append("\n".join(lines))
-        return [f"vnc_rt->parallel_for({units}, {grain}, {name}, (void *)B);"]
+        call = [f"vnc_jit_loop_ctx c = {{B, 0}};", f"vnc_rt->parallel_for({units}, {grain}, {name}, &c);"]
+        if faulting:
+            call.append(f'if (c.fault) return vnc_rt->set_error(VNC_ERR_INVALID_ARGUMENT, '
+                        f'"aten::{faulting[0].op}: ZeroDivisionError");')
+        return ["{"] + ["  " + c for c in call] + ["}"]
 
     def _body(self, lp: Loop, loads, operands, inner_st, esz) -> list:
         out = []
@@ -185,10 +194,15 @@ class Unit:
         args = [f"({ct})({raw(x, j)})" for j, x in enumerate(m.inputs)]
         args += ["0"] * (3 - len(args))
         p = "&P_none"
-        if m.params:
-            p = f"&P{self.nparams}"
-            self.top.append(f"static const vnc_ew_params P{self.nparams} = {_params(m.params)};")
+        fault = m.op in INT_FAULT_ROWS and not m.compute.is_floating_point
+        if m.params or fault:
+            name = f"P{self.nparams}"
+            self.top.append(f"static const vnc_ew_params {name} = {_params(m.params)};")
             self.nparams += 1
+            if fault:
+                self.fault_locals.append(name)
+                name += "_"
+            p = "&" + name
         return f"vnc_ew_{m.op}_{cls}({', '.join(args)}, {p})"
 
 

@@ -75,6 +75,7 @@ class CompiledGraph:
             if b.kind == "alloc" and b.id in keep and b.id not in first:
                 self.plan.insert(0, ("noop", None, None, [b], []))
         self.cpu_checked = [b for b in prog.inputs if b is not None and b.id in used_by_c]
+        self.read_by_c = used_by_c
         self.nbuf = nbuf
 
     # ---------------------------------------------------------------- run
@@ -123,6 +124,8 @@ class CompiledGraph:
         for ref, t in zip(outs, res):
             if not isinstance(ref, TRef):
                 continue
+            if t.device.type == "cpu" and ref.buf.id in self.read_by_c:
+                t = t.to(self.device)  # C steps run later, on the stream: never read host memory
             if tuple(t.shape) == ref.size and (tuple(t.stride()) != ref.stride or t.dtype != ref.dtype):
                 # generated code reads this result at the layout the meta function gave
                 fixed = torch.empty_strided(ref.size, ref.stride, dtype=ref.dtype, device=t.device)

@@ -57,7 +57,7 @@ def isa_tier() -> str:
 
 
 def cflags() -> str:
-    """Flags beyond the fixed ones of the runtime (-std=c11 -O2 -ffp-contract=off -fwrapv):
+    """Flags beyond the fixed ones of the runtime (-std=c11 -O3 -ffp-contract=off -fwrapv):
     the tier's instruction sets (never -march=native, so a cache shared by machines of
     different CPUs keys each tier apart). ``TORCH_NEURONX_CFLAGS`` appends."""
     import platform

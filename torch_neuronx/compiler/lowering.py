@@ -14,7 +14,7 @@ import operator
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from . import externs
 from .ir import C_STEPS, Buffer, Const, Eager, Load, Loop, PW, TRef, CLASS_DTYPE, type_class
@@ -49,8 +49,7 @@ def user_frame(node: torch.fx.Node) -> str:
 
 def _op_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
-        return f"aten::{target._schema.name.split('::')[-1]}" + (
-            f".{target._overloadname}" if target._overloadname != "default" else "")
+        return target._schema.name + (f".{target._overloadname}" if target._overloadname != "default" else "")
     return getattr(target, "__name__", str(target))
 
 
@@ -67,8 +66,8 @@ def _ew_support():
 
 
 def has_native_kernel(op) -> bool:
-    """True when eager would run `op` on neuron without the CPU fallback: a PrivateUse1
-    kernel, or a composite kernel (which calls other ops)."""
+    """True when eager runs `op` on neuron without the CPU fallback: a PrivateUse1 kernel, or
+    a composite kernel (which calls other ops)."""
     if not isinstance(op, torch._ops.OpOverload):
         return True
     name = op.name()
@@ -97,7 +96,8 @@ class Program:
         self.buffers = []
         self.inputs = []
         self.outputs = None
-        self.eager_ops = []
+        self.eager_ops = []  # neuron ops run through their eager kernels
+        self.host_ops = []  # ops on CPU tensors inside the graph (after .item(), on CPU scalars)
         self.device = None
 
     @property
@@ -141,6 +141,16 @@ class Lowerer:
         if isinstance(v, TRef):
             return v
         raise TypeError(f"expected a tensor, got {type(v).__name__}")
+
+    def contiguous(self, ref: TRef) -> TRef:
+        """`ref`, or a contiguous copy of it (what the eager glue's .contiguous() does)."""
+        if ref.is_contiguous():
+            return ref
+        pw = PW("cast", [Load(ref)], ref.dtype, ref.dtype, size=ref.size)
+        loop = Loop(ref.size, [pw], closed=True)
+        loop.stores.append((pw, self.fresh_ref(torch.empty(ref.size, dtype=ref.dtype, device="meta"))))
+        self.prog.steps.append(loop)
+        return loop.stores[0][1]
 
     @staticmethod
     def _stored(loop, v) -> TRef:
@@ -298,9 +308,10 @@ class Lowerer:
         self.values[node] = tuple(one(m) for m in metas) if isinstance(out, (list, tuple)) else one(out)
         return True
 
-    def eager(self, node):
+    def eager(self, node, fn=None, name=None):
+        """An Eager step running `node` (or `fn` with its arguments) through the dispatcher."""
         target = node.target
-        if isinstance(target, torch._ops.OpOverload) and not has_native_kernel(target):
+        if fn is None and isinstance(target, torch._ops.OpOverload) and not has_native_kernel(target):
             raise UnsupportedOp(node, "has no native neuron kernel, no lowering and no decomposition "
                                       "(eager mode would run it through the CPU fallback)")
 
@@ -316,8 +327,11 @@ class Lowerer:
         kwargs = tree_map(arg, node.kwargs)
         out = node.meta.get("val")
         outs = tree_map(lambda m: self.fresh_ref(m, "eager") if isinstance(m, torch.Tensor) else m, out)
-        self.prog.steps.append(Eager(_op_name(target), target, args, kwargs, outs, node))
-        self.prog.eager_ops.append(_op_name(target))
+        name = name or _op_name(target)
+        self.prog.steps.append(Eager(name, fn or target, args, kwargs, outs, node))
+        metas = [m for m in tree_leaves(out) if isinstance(m, torch.Tensor)]
+        on_host = metas and all(m.device.type == "cpu" for m in metas)
+        (self.prog.host_ops if on_host else self.prog.eager_ops).append(name)
         self.values[node] = outs
 
     def output(self, node):

@@ -34,7 +34,7 @@ COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 GRAD_FIRST = {"silu_backward": "silu_backward", "sigmoid_backward": "sigmoid_backward",
               "tanh_backward": "tanh_backward", "hardswish_backward": "hardswish_backward",
               "mish_backward": "mish_backward"}
-# Integer rows whose division by zero eager reports (ZeroDivisionError) from the kernel.
+# Rows whose integer bodies report division by zero (eager raises ZeroDivisionError).
 INT_FAULT_ROWS = {"div_trunc", "div_floor", "remainder", "fmod"}
 
 
@@ -168,8 +168,6 @@ class Rules:
         compute = compute or out.dtype
         if not lw.ew_supported(row, compute):
             return None
-        if row in INT_FAULT_ROWS and not compute.is_floating_point:
-            return None  # eager's kernel reports integer division by zero: keep its path
         return PW(row, [lw.val(a, compute) for a in args], out.dtype, compute, params or {}, tuple(out.shape))
 
     def _div_mode(self, lw, n, out):

@@ -63,6 +63,13 @@ VNC_JIT_EXPORT int vnc_jit_bind(const vnc_jit_api *api) {
   vnc_rt = api;
   return 0;
 }
+/* What a generated loop gets from its segment: the buffer table, and a flag a body sets on an
+ * invalid value (integer division by zero), checked after the loop. */
+typedef struct vnc_jit_loop_ctx {
+  char *const *B;
+  int fault;
+} vnc_jit_loop_ctx;
+
 /* Returns the status of a failing runtime call from the enclosing graph function. */
 #define VNC_JIT_TRY(call)             \
   do {                                \

@@ -182,7 +182,7 @@ static int write_atomic(const char *path, const char *data, size_t n) {
 static int run_compiler(const vnc_jit_options *o, const char *src, const char *out, char *errors, size_t cap) {
   buf cmd = {0};
   buf_cat(&cmd, vnc_jit_compiler());
-  buf_cat(&cmd, " -std=c11 -O2 -fPIC -shared -ffp-contract=off -fwrapv -fvisibility=hidden -Wl,-z,defs -DVNC_JIT_GENERATED");
+  buf_cat(&cmd, " -std=c11 -O3 -fPIC -shared -ffp-contract=off -fwrapv -fvisibility=hidden -Wl,-z,defs -DVNC_JIT_GENERATED");
   for (int i = 0; i < o->n_include_dirs; i++) {
     buf_cat(&cmd, " -I");
     buf_cat(&cmd, o->include_dirs[i]);
