@@ -141,6 +141,12 @@ class Unit:
             for n, st in reversed(outer):
                 incs = " ".join(f"q{k} += x * {st[k] * esz[k]};" for k in range(len(operands)) if st[k])
                 lines.append(f"    x = rem % {n}; rem /= {n}; {incs}")
+        # typed restrict pointers: stores go to fresh buffers, so nothing a loop writes aliases
+        # what it reads (this lets the compiler vectorise without runtime alias checks)
+        nstore = len(lp.stores)
+        for k, (r, _) in enumerate(operands):
+            st = "VNC_STORAGE_" + dtype_name(r.dtype)
+            lines.append(f"    {'' if k < nstore else 'const '}{st} *restrict s{k} = ({'' if k < nstore else 'const '}{st} *)q{k};")
         lines.append("    for (int64_t i = i0; i < i1; i++) {")
         body = ["      " + b for b in self._body(lp, loads, operands, inner_st, esz)]
         # bodies that may meet a zero divisor report it through a copy of their parameters
@@ -161,7 +167,7 @@ class Unit:
             k = nstore + j
             d = dtype_name(x.ref.dtype)
             names[id(x)] = (f"l{j}", x.ref.dtype)
-            out.append(f"VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}(q{k} + i * {inner_st[k] * esz[k]});")
+            out.append(f"VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}(&s{k}[i * {inner_st[k]}]);")
             for y in lp.members:  # every Load of the same ref reads the same register
                 for z in y.inputs:
                     if isinstance(z, Load) and z.ref is x.ref:
@@ -173,7 +179,7 @@ class Unit:
             names[id(m)] = (f"VNC_LOAD_{d}(&t{t})", m.dtype)
             names[("st", id(m))] = f"t{t}"
         for k, (m, r) in enumerate(lp.stores):
-            out.append(f"*(VNC_STORAGE_{dtype_name(r.dtype)} *)(q{k} + i * {inner_st[k] * esz[k]}) = {names[('st', id(m))]};")
+            out.append(f"s{k}[i * {inner_st[k]}] = {names[('st', id(m))]};")
         return out
 
     def _expr(self, m: PW, names, out, t) -> str:

@@ -66,6 +66,10 @@ static int buf_file(buf *b, const char *path) {
   return rc;
 }
 
+/* The flags of every compile (the caller's tier flags follow); part of the cache key. */
+static const char FIXED_FLAGS[] =
+    "-std=c11 -O3 -fPIC -shared -ffp-contract=off -fwrapv -fvisibility=hidden -Wl,-z,defs -DVNC_JIT_GENERATED";
+
 /* ---------------------------------------------------------------- paths */
 
 #define PATHBUF 4096
@@ -182,7 +186,8 @@ static int write_atomic(const char *path, const char *data, size_t n) {
 static int run_compiler(const vnc_jit_options *o, const char *src, const char *out, char *errors, size_t cap) {
   buf cmd = {0};
   buf_cat(&cmd, vnc_jit_compiler());
-  buf_cat(&cmd, " -std=c11 -O3 -fPIC -shared -ffp-contract=off -fwrapv -fvisibility=hidden -Wl,-z,defs -DVNC_JIT_GENERATED");
+  buf_cat(&cmd, " ");
+  buf_cat(&cmd, FIXED_FLAGS);
   for (int i = 0; i < o->n_include_dirs; i++) {
     buf_cat(&cmd, " -I");
     buf_cat(&cmd, o->include_dirs[i]);
@@ -276,6 +281,7 @@ vnc_status vnc_jit_compile(const char *source, const vnc_jit_options *o, vnc_jit
   if (cache_hit) *cache_hit = 0;
   buf key_in = {0};
   buf_str(&key_in, source);
+  buf_str(&key_in, FIXED_FLAGS);
   buf_str(&key_in, o->cflags ? o->cflags : "");
   char api[64];
   snprintf(api, sizeof api, "api %d size %zu", VNC_JIT_API_VERSION, sizeof(vnc_jit_api));
