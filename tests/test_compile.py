@@ -6,6 +6,7 @@ compiled (fused kernels, no eager fallback), so a backend that silently ran eage
 
 The compile cache is a fresh temporary directory (conftest sets TORCH_NEURONX_CACHE_DIR)."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -247,6 +248,25 @@ def test_new_shape_recompiles(neuron):
         assert_bitwise_equal(f(x), (x * 2).softmax(-1))
     assert len(compiled_records()) == 2
     assert_compiled()
+
+
+def test_symbolic_shapes_are_specialised_per_size(neuron):
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w).sum(-1) * x.shape[0]
+
+    w = torch.randn(16, 8, device=neuron)
+    for dynamic in (True, None):  # symbolic from the start; automatic after a shape change
+        torch._dynamo.reset()
+        reset_dynamo_metrics()
+        cf = torch.compile(f, backend="neuron", dynamic=dynamic)
+        for n in (4, 6, 9, 6, 13):
+            x = torch.randn(n, 16, device=neuron)
+            assert_bitwise_equal(cf(x, w), f(x, w))
+        recs = get_dynamo_metrics()
+        assert any("symbolic" in r["reason"] for r in recs), recs
+        specialised = [r for r in recs if re.search(r"_s\d+$", r["graph_name"])]
+        assert specialised and all(r["fused_kernel_count"] >= 1 and not r["fallback"] for r in specialised)
+    assert torch_neuronx.get_fallback_ops() == []
 
 
 def test_graph_breaks(neuron):

@@ -87,6 +87,11 @@ def _is_view(op) -> bool:
         all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
+# Runtime assertions Dynamo adds on symbolic sizes: checked when the graph was specialised.
+_ASSERTS = {getattr(aten, n).default for n in ("_assert_scalar", "sym_constrain_range_for_size", "sym_constrain_range")
+            if hasattr(aten, n)}
+
+
 class Program:
     """The lowered graph: ``steps`` in order, ``buffers``, ``inputs`` (placeholder buffers by
     argument position; None for non-tensor arguments), ``outputs`` (pytree of TRef / value)."""
@@ -264,6 +269,13 @@ class Lowerer:
     def call(self, node):
         target = node.target
         out = node.meta.get("val")
+        # sizes and other Python numbers (a specialised symbolic graph): fold into the users
+        node.args, node.kwargs = tree_map(self._number_of, (node.args, node.kwargs))
+        if isinstance(out, (bool, int, float)) and not isinstance(out, torch.SymInt):
+            self.values[node] = out
+            return
+        if target in _ASSERTS:
+            return
         if target is operator.getitem:
             self.values[node] = self.values[node.args[0]][node.args[1]]
             return
@@ -289,6 +301,11 @@ class Lowerer:
         if lower is not None and lower(self, node):
             return
         self.eager(node)
+
+    def _number_of(self, x):
+        if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), (bool, int, float)):
+            return self.values[x]
+        return x
 
     def view(self, node) -> bool:
         src = node.args[0]

@@ -151,8 +151,8 @@ class Rules:
         r[aten.copy.default] = lambda lw, n, out: PW("cast", [lw.val(n.args[1], out.dtype)], out.dtype, out.dtype,
                                                       size=tuple(out.shape))
         # Fills: a constant of the result's dtype (eager's fill_ converts the Scalar to it).
-        for op in (aten.full.default, aten.full_like.default, aten.new_full.default):
-            r[op] = lambda lw, n, out: self._fill(out, _fill_value(n))
+        for op, pos in ((aten.full.default, 1), (aten.full_like.default, 1), (aten.new_full.default, 2)):
+            r[op] = lambda lw, n, out, pos=pos: self._fill(out, _arg(n, pos, "fill_value", None))
         for op in (aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default, aten.empty.memory_format,
                    aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default):
             r[op] = lambda lw, n, out: self._fill(out, 0)
@@ -261,13 +261,6 @@ def _arg(n, i, key, default):
     if len(n.args) > i:
         return n.args[i]
     return n.kwargs.get(key, default)
-
-
-def _fill_value(n):
-    for k in ("fill_value", "value"):
-        if k in n.kwargs:
-            return n.kwargs[k]
-    return n.args[1]
 
 
 def _number(x):
