@@ -210,7 +210,7 @@ def test_cnn_training_matches_eager():
     le, pe = _train(a.to("neuron"), 10, data, False)
     lc, pc = _train(b.to("neuron"), 10, data, True)
     assert_compiled(allow_eager={"aten::convolution", "aten::convolution_backward",
-                                 "aten::native_batch_norm", "aten::native_batch_norm_backward",
+                                 "aten::_native_batch_norm_legit_functional", "aten::native_batch_norm_backward",
                                  "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
                                  "aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d_backward"})
     assert torch.equal(le, lc)
