@@ -398,6 +398,16 @@ def test_cpu_inputs(neuron):
     assert "Input tensor at index 1 is on cpu device" in proc.stdout
 
 
+def test_graph_constants_and_rng_state_calls(neuron):
+    def f(x):
+        torch.neuron.manual_seed(7)  # host state: a graph break, run eagerly
+        return x * torch.tensor([1.0, 2.0, 3.0], device="neuron") + torch.tensor([5, 6, 7]).to("neuron")
+
+    x = torch.randn(3, device=neuron)
+    assert_bitwise_equal(torch.compile(f, backend="neuron")(x), f(x))
+    assert_compiled()
+
+
 def test_stream_calls_inside_compiled_region(neuron):
     def f(x):
         y = x * 2

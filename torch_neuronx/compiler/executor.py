@@ -74,8 +74,8 @@ class CompiledGraph:
             arena = _plan_arena(prog, seg_steps[a], internal) if internal else (0, {})
             allocs = [prog.buffers[b] for b, f in first.items()
                       if f == a and prog.buffers[b].kind == "alloc" and b not in internal]
-            frees = [b for b, l in last.items() if l == a and b not in keep and prog.buffers[b].kind != "input"
-                     and b not in internal]
+            frees = [b for b, l in last.items() if l == a and b not in keep
+                     and prog.buffers[b].kind not in ("input", "const") and b not in internal]
             if table is not None:
                 table = [(-1, arena[1][b]) if b in internal else (b, 0) for b in table]
             self.plan.append((kind, what, (table, arena[0]), allocs, frees))
@@ -83,6 +83,9 @@ class CompiledGraph:
         for b in prog.buffers:  # outputs never named by a step (pure views of inputs) need nothing
             if b.kind == "alloc" and b.id in keep and b.id not in first:
                 self.plan.insert(0, ("noop", None, None, [b], []))
+        # constants the graph holds; those on the host that C steps read move to the device once
+        self.consts = [(b, t.to(self.device) if t.device.type == "cpu" and b in used_by_c else t)
+                       for b, t in prog.consts.items()]
         self.cpu_checked = [b for b in prog.inputs if b is not None and b.id in used_by_c]
         self.read_by_c = used_by_c
         self.nbuf = nbuf
@@ -92,6 +95,8 @@ class CompiledGraph:
     def __call__(self, *call_args):
         args = _unbox(call_args)
         env = [None] * self.nbuf
+        for b, t in self.consts:
+            env[b] = t
         for b in self.prog.inputs:
             if b is not None:
                 env[b.id] = args[b.input_index]
