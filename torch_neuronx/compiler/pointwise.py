@@ -92,6 +92,10 @@ class Rules:
             for name in ("add", "sub"):
                 r[getattr(getattr(aten, name), ov)] = lambda lw, n, out, row=name: ew(
                     lw, row, n.args[:2], out, _scalar_params(_arg(n, 2, "alpha", 1)))
+        r[aten.pow.Tensor_Tensor] = lambda lw, n, out: ew(lw, "pow", n.args[:2], out)
+        for ov in ("Tensor", "Scalar"):  # rsub(self, other, alpha) = other - alpha * self
+            r[getattr(aten.rsub, ov)] = lambda lw, n, out: ew(
+                lw, "sub", [n.args[1], n.args[0]], out, _scalar_params(_arg(n, 2, "alpha", 1)))
         r[aten.div.Tensor_mode] = self._div_mode
         for name in COMPARE:
             packet = getattr(aten, name)
