@@ -203,7 +203,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         decompositions=_DECOMPS,
         # saves fewer activations; pointwise ops are recomputed inside the backward's fused loops
         partition_fn=min_cut_rematerialization_partition,
-        keep_inference_input_mutations=False,
+        # inference graphs keep their input mutations (optimizer steps, in-place updates) as
+        # copy_ nodes, which the lowering writes from the fused loops into the inputs' memory
+        keep_inference_input_mutations=True,
     )(gm, example_inputs)
     metrics.frame_end(mark)
     return fn

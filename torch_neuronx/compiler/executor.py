@@ -78,6 +78,11 @@ class CompiledGraph:
                      and prog.buffers[b].kind not in ("input", "const") and b not in internal]
             if table is not None:
                 table = [(-1, arena[1][b]) if b in internal else (b, 0) for b in table]
+            if kind == "eager":  # the argument structure flattened once; tensors fill the slots
+                leaves, spec = tree_flatten((what.args, what.kwargs))
+                outs = tree_flatten(what.outs)[0]
+                what = (what, leaves, spec, [i for i, x in enumerate(leaves) if isinstance(x, TRef)], outs,
+                        isinstance(what.outs, TRef))
             self.plan.append((kind, what, (table, arena[0]), allocs, frees))
         self.out_leaves = out_leaves
         for b in prog.buffers:  # outputs never named by a step (pure views of inputs) need nothing
@@ -87,7 +92,6 @@ class CompiledGraph:
         self.consts = [(b, t.to(self.device) if t.device.type == "cpu" and b in used_by_c else t)
                        for b, t in prog.consts.items()]
         self.cpu_checked = [b for b in prog.inputs if b is not None and b.id in used_by_c]
-        self.read_by_c = used_by_c
         self.nbuf = nbuf
 
     # ---------------------------------------------------------------- run
@@ -107,7 +111,6 @@ class CompiledGraph:
                     raise RuntimeError(f"Input tensor at index {b.input_index} is on cpu device; the compiled "
                                        f"graph {self.name} runs on {self.device} "
                                        "(TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1 turns off copying it)")
-                env[b.id] = t.to(self.device)
         device = self.device
         for kind, what, seg, allocs, frees in self.plan:
             for b in allocs:
@@ -116,8 +119,10 @@ class CompiledGraph:
                 table, arena_bytes = seg
                 base = torch.empty(arena_bytes, dtype=torch.uint8, device=device).data_ptr() if arena_bytes else 0
                 # the arena is released at once: stream-ordered reuse waits for this task
-                _C._jit_launch(self.module.handle, what, self.dev_index, self.name,
-                               [base + off if j < 0 else env[j].data_ptr() for j, off in table])
+                addrs = [base + off if j < 0 else env[j].data_ptr() for j, off in table]
+                host = [(k, env[j]) for k, (j, _) in enumerate(table) if j >= 0 and env[j].device.type != "neuron"]
+                staged = _stage_host_tensors(host, addrs, device) if host else None  # noqa: F841 (kept until launch)
+                _C._jit_launch(self.module.handle, what, self.dev_index, self.name, addrs)
             elif kind == "eager":
                 self._eager(what, env)
             for b in frees:
@@ -133,22 +138,47 @@ class CompiledGraph:
             return t  # the whole buffer (for an eager result: exactly what the kernel returned)
         return torch.as_strided(t, ref.size, ref.stride, t.storage_offset() + ref.offset)
 
-    def _eager(self, step: Eager, env):
-        conv = lambda x: self._tensor(env, x) if isinstance(x, TRef) else x  # noqa: E731
-        result = step.fn(*tree_map(conv, step.args), **tree_map(conv, step.kwargs))
-        outs, _ = tree_flatten(step.outs)
-        res, _ = tree_flatten(result)
+    def _eager(self, call, env):
+        step, leaves, spec, slots, outs, single = call
+        leaves = list(leaves)
+        for i in slots:
+            leaves[i] = self._tensor(env, leaves[i])
+        args, kwargs = tree_unflatten(leaves, spec)
+        result = step.fn(*args, **kwargs)
+        res = [result] if single else tree_flatten(result)[0]
         for ref, t in zip(outs, res):
             if not isinstance(ref, TRef):
                 continue
-            if t.device.type == "cpu" and ref.buf.id in self.read_by_c:
-                t = t.to(self.device)  # C steps run later, on the stream: never read host memory
             if tuple(t.shape) == ref.size and (tuple(t.stride()) != ref.stride or t.dtype != ref.dtype):
                 # generated code reads this result at the layout the meta function gave
                 fixed = torch.empty_strided(ref.size, ref.stride, dtype=ref.dtype, device=t.device)
                 fixed.copy_(t)
                 t = fixed
             env[ref.buf.id] = t
+
+
+def _stage_host_tensors(host, addrs, device):
+    """Host tensors a segment reads (CPU scalars such as an optimizer's step counts, computed
+    on the host inside the graph) reach the device by stream-ordered copies, since the task
+    runs later: the one-element ones of each dtype packed into one copy. Rewrites their
+    entries of `addrs`; returns the device tensors (dropping them after the launch is safe)."""
+    staged, scalars = [], {}
+    for k, t in host:
+        if t.numel() == 1:
+            scalars.setdefault(t.dtype, []).append((k, t))
+        else:
+            d = t.pin_memory().to(device, non_blocking=True)
+            addrs[k] = d.data_ptr()
+            staged.append(d)
+    for dtype, items in scalars.items():
+        # through pinned memory: the copy is queued, not waited for (pageable copies block)
+        pinned = torch.empty(len(items), dtype=dtype, pin_memory=True)
+        torch.stack([t.reshape(()) for _, t in items], out=pinned)
+        d = pinned.to(device, non_blocking=True)
+        for i, (k, _) in enumerate(items):
+            addrs[k] = d.data_ptr() + i * d.element_size()
+        staged.append(d)
+    return staged
 
 
 ARENA_ALIGN = 64

@@ -172,6 +172,7 @@ class Loop:
     members: list = field(default_factory=list)
     stores: list = field(default_factory=list)  # (PW, TRef)
     closed: bool = False
+    write_backs: list = field(default_factory=list)  # (PW, input TRef): copy_ into a graph input
 
     def refs(self):
         seen = []

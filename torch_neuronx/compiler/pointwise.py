@@ -276,6 +276,8 @@ def _number(x):
 def _dt(x) -> torch.dtype:
     if isinstance(x, torch.fx.Node):
         return x.meta["val"].dtype
+    if isinstance(getattr(x, "dtype", None), torch.dtype):
+        return x.dtype
     if isinstance(x, bool):
         return torch.bool
     if isinstance(x, int):
@@ -286,7 +288,16 @@ def _dt(x) -> torch.dtype:
 
 
 def _metas(args):
-    return [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    """Fake tensors (or numbers) standing for the operands, for PyTorch's type promotion."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.fx.Node):
+            out.append(a.meta["val"])
+        elif isinstance(getattr(a, "dtype", None), torch.dtype):
+            out.append(torch.empty(getattr(a, "size", ()) or (), dtype=a.dtype, device="meta"))
+        else:
+            out.append(a)
+    return out
 
 
 RULES = Rules().table
