@@ -50,6 +50,13 @@ def _decompositions():
 _DECOMPS = None
 
 
+def _donated():
+    """Backward inputs AOTAutograd donates (saved activations freed by this graph), or none."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    return list(getattr(meta, "bw_donated_idxs", None) or [])
+
+
 def _aot_names():
     try:
         from torch._functorch._aot_autograd.logging_utils import get_aot_compilation_context
@@ -76,7 +83,7 @@ class _GraphCompiler:
         rec = metrics.new_record(name, self.model_name, graph_type, gm)
         t0 = time.perf_counter()
         try:
-            prog = lower(gm)
+            prog = lower(gm, _donated() if graph_type == "backward" else ())
         except DynamicShapes:
             rec.fallback, rec.reason = False, "symbolic shapes: specialised per concrete shape at run time"
             metrics.commit(rec)

@@ -105,6 +105,7 @@ class Program:
         self.eager_ops = []  # neuron ops run through their eager kernels
         self.host_ops = []  # ops on CPU tensors inside the graph (after .item(), on CPU scalars)
         self.consts = {}  # buffer id -> tensor held by the graph
+        self.donated = set()  # input positions whose memory the graph may reuse (AOTAutograd's)
         self.device = None
 
     @property
@@ -526,5 +527,9 @@ class DynamicShapes(Exception):
     """The graph has symbolic sizes (compiled graphs are static; see the backend)."""
 
 
-def lower(gm: torch.fx.GraphModule) -> Program:
-    return Lowerer(gm).run()
+def lower(gm: torch.fx.GraphModule, donated=()) -> Program:
+    """Lowers `gm`; `donated`: input positions AOTAutograd donates (saved activations of a
+    backward graph that nothing else holds)."""
+    prog = Lowerer(gm).run()
+    prog.donated = set(donated or ())
+    return prog
