@@ -11,6 +11,7 @@
 namespace torch_neuronx {
 void set_strict_fallback(bool on);
 bool strict_fallback();
+void init_distributed(PyObject* module);  // distributed.cpp (pybind11: c10d bindings)
 }  // namespace torch_neuronx
 
 namespace {
@@ -283,6 +284,14 @@ PyObject* py_debug_enqueue_failure(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+// Registers the c10d backend class (_NeuronBackend) once torch.distributed is imported.
+PyObject* py_init_distributed(PyObject* module, PyObject*) {
+  HANDLE_TH_ERRORS
+  init_distributed(module);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"_register", py_register, METH_NOARGS, "Register hooks, guard, allocator (once)."},
     {"_device_count", py_device_count, METH_NOARGS, nullptr},
@@ -314,6 +323,7 @@ PyMethodDef methods[] = {
     {"_set_tracking_paused", py_set_tracking_paused, METH_O, nullptr},
     {"_set_strict", py_set_strict, METH_O, nullptr},
     {"_debug_enqueue_failure", py_debug_enqueue_failure, METH_VARARGS, nullptr},
+    {"_init_distributed", py_init_distributed, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_neuronx._C", "torch_neuronx native glue", -1, methods};
