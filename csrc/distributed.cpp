@@ -63,15 +63,54 @@ struct Completion {
   std::condition_variable cv;
   bool done = false;
   std::string error;  // empty on success
+  // The Work's future, made by the first getFuture() (most collectives are never asked), and
+  // what completing it needs: the output tensors and the stream its events are recorded on.
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  std::vector<at::Tensor> outputs;
+  c10::DeviceIndex device = -1;
+  vnc_stream* stream = nullptr;
 
-  void finish(std::string err) {
+  // Marks completion; returns the future to complete, if one was made already.
+  c10::intrusive_ptr<c10::ivalue::Future> finish(std::string err) {
+    c10::intrusive_ptr<c10::ivalue::Future> fut;
     {
       std::lock_guard<std::mutex> g(m);
-      if (done) return;
+      if (done) return fut;
       done = true;
       error = std::move(err);
+      fut = future;
     }
     cv.notify_all();
+    return fut;
+  }
+  // Completes `fut` (on the calling thread, whose current stream of `device` must be `stream`).
+  void complete(const c10::intrusive_ptr<c10::ivalue::Future>& fut) {
+    std::string err = failure();
+    if (!err.empty()) {
+      fut->setErrorIfNeeded(std::make_exception_ptr(std::runtime_error(err)));
+      return;
+    }
+    try {
+      fut->markCompleted(c10::IValue(outputs));
+    } catch (const std::exception&) {
+      fut->setErrorIfNeeded(std::current_exception());
+    }
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> get_future() {
+    c10::intrusive_ptr<c10::ivalue::Future> fut;
+    bool complete_now;
+    {
+      std::lock_guard<std::mutex> g(m);
+      if (future) return future;
+      auto type = c10::ListType::create(c10::TensorType::get());
+      future = device >= 0 ? c10::make_intrusive<c10::ivalue::Future>(
+                                 type, std::vector<c10::Device>{c10::Device(kNeuron, device)})
+                           : c10::make_intrusive<c10::ivalue::Future>(type);
+      fut = future;
+      complete_now = done;
+    }
+    if (complete_now) complete(fut);  // events recorded on the caller's current stream
+    return fut;
   }
   // Waits until done or `deadline`; returns whether done.
   bool wait(std::optional<Clock::time_point> deadline) {
@@ -151,6 +190,25 @@ class SerialWorker {
   bool stopping_ = false;
   std::thread thread_;
 };
+
+// Python's name of a dtype ("torch.int16"), for messages.
+std::string dname(at::ScalarType t) {
+  switch (t) {
+#define NAME(st, py) \
+  case at::ScalarType::st: return "torch." py;
+    NAME(Float, "float32") NAME(Double, "float64") NAME(Half, "float16") NAME(BFloat16, "bfloat16")
+    NAME(Long, "int64") NAME(Int, "int32") NAME(Short, "int16") NAME(Char, "int8") NAME(Byte, "uint8")
+    NAME(Bool, "bool") NAME(ComplexFloat, "complex64") NAME(ComplexDouble, "complex128")
+    NAME(UInt16, "uint16") NAME(UInt32, "uint32") NAME(UInt64, "uint64")
+    NAME(Float8_e4m3fn, "float8_e4m3fn") NAME(Float8_e5m2, "float8_e5m2")
+#undef NAME
+    default: return c10::toString(t);
+  }
+}
+std::string dname(int64_t code) {
+  return code >= 0 && code < static_cast<int64_t>(at::ScalarType::NumOptions) ? dname(static_cast<at::ScalarType>(code))
+                                                                              : "none";
+}
 
 // ---------------------------------------------------------------- host views of device tensors
 
@@ -256,15 +314,20 @@ struct Job {
   c10::DeviceIndex device = -1;
   vnc_stream* producer = nullptr;  // the caller's current stream on `device`
   uint64_t ticket = 0;             // ... and its enqueue count at the call
-  Record record{};                 // fingerprint, field 0 filled in by the comm thread
-  bool check = true;               // compare the fingerprint (p2p and barrier: no)
+  Record record{};                 // fingerprint; field 0 is the collective's number
+  bool check = true;               // compare the fingerprint (point-to-point: no)
   bool cacheable = true;           // may skip the comparison when predicted
+  bool contiguous = true;          // no staging copies (may be issued on the caller's thread)
   std::vector<int64_t> counts;     // all-to-all: elements sent to / received from each rank
-  std::function<void()> run;       // stage, call Gloo, wait, stage back (comm thread)
-  std::vector<at::Tensor> keep;    // device tensors in use until completion
+  // Stages inputs and starts the Gloo collective (null: finished synchronously); `after`
+  // post-processes the host buffers once Gloo completed, before staged outputs are copied back.
+  std::function<c10::intrusive_ptr<c10d::Work>(Job&)> start;
+  std::function<void()> after;
+  Staging staging;
+  std::vector<at::Tensor> keep;  // device tensors in use until completion
   std::vector<at::Tensor> outputs;
   std::shared_ptr<Completion> done = std::make_shared<Completion>();
-  c10::intrusive_ptr<c10::ivalue::Future> future;
+  std::shared_ptr<std::atomic<int>> source = std::make_shared<std::atomic<int>>(-1);  // recv
 };
 
 class NeuronWork : public c10d::Work {
@@ -272,12 +335,14 @@ class NeuronWork : public c10d::Work {
   NeuronWork(int rank, const Job& job, bool host_wait, uint64_t seq)
       : c10d::Work(rank, job.type),
         done_(job.done),
-        future_(job.future),
         outputs_(job.outputs),
         stream_op_(job.stream_op),
         device_(job.device),
         host_wait_(host_wait),
-        seq_(seq) {}
+        seq_(seq),
+        source_(job.source) {}
+
+  int sourceRank() const override { return source_->load(); }
 
   bool isCompleted() override { return done_->is_done(); }
   bool isSuccess() const override { return done_->is_done() && done_->failure().empty(); }
@@ -287,7 +352,7 @@ class NeuronWork : public c10d::Work {
   }
   std::vector<at::Tensor> result() override { return outputs_; }
   uint64_t getSequencenumber() const override { return seq_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return done_->get_future(); }
 
   // Device semantics: the current stream waits (the host returns at once). A barrier, or a
   // wait with a timeout, blocks the host instead, up to the timeout.
@@ -321,12 +386,12 @@ class NeuronWork : public c10d::Work {
     TORCH_CHECK(err.empty(), err);
   }
   std::shared_ptr<Completion> done_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::vector<at::Tensor> outputs_;
   const char* stream_op_;
   c10::DeviceIndex device_;
   bool host_wait_;
   uint64_t seq_;
+  std::shared_ptr<std::atomic<int>> source_;
 };
 
 // ---------------------------------------------------------------- the backend
@@ -364,13 +429,24 @@ class NeuronBackend : public c10d::Backend {
 
   // Stops the threads after the queued work (each bounded by the group's timeout).
   void shutdown() override {
-    if (shut_down_.exchange(true)) return;
-    std::optional<py::gil_scoped_release> nogil;
+    std::optional<py::gil_scoped_release> nogil;  // then-callbacks on our threads take the GIL
     if (Py_IsInitialized() && PyGILState_Check()) nogil.emplace();
-    comm_.stop();
-    completion_.stop();
-    std::lock_guard<std::mutex> g(peers_m_);
+    {
+      std::lock_guard<std::mutex> g(m_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (comm_thread_.joinable()) comm_thread_.join();
+    std::unique_lock<std::mutex> lk(m_);  // a job started on a caller's thread may be in flight
+    cv_.wait(lk, [&] { return !busy_; });
+    lk.unlock();
+    {
+      std::lock_guard<std::mutex> g(peers_m_);
+      peers_stopped_ = true;
+    }
     for (auto& [key, worker] : peers_) worker->stop();
+    waiter_.stop();
+    completion_.stop();
   }
 
   std::map<std::string, int64_t> stats() {
@@ -388,17 +464,16 @@ class NeuronBackend : public c10d::Backend {
     Job job = make_job("all_reduce", "c10d::allreduce_", OpType::ALLREDUCE, tensors, {}, tensors);
     auto reduce = reduction("all_reduce", tensors, opts.reduceOp, job);
     job.record[3] = total_numel(tensors);
-    job.run = [this, t = tensors[0], reduce, timeout = opts.timeout]() {
-      Staging st = staging();
+    job.start = [this, t = tensors[0], reduce, timeout = opts.timeout](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       at::Tensor h = st.add(t, kInOut);
       st.copy_in();
       c10d::AllreduceOptions o;
       o.reduceOp = reduce.gloo_op;
       o.timeout = timeout;
       std::vector<at::Tensor> v{reduce.complex ? at::view_as_real(h) : h};
-      data_->allreduce(v, o)->wait();
-      reduce.scale(h);
-      st.copy_out();
+      job.after = [reduce, h]() mutable { reduce.scale(h); };
+      return data_->allreduce(v, o);
     };
     return enqueue(std::move(job));
   }
@@ -408,8 +483,8 @@ class NeuronBackend : public c10d::Backend {
     Job job = make_job("all_reduce_coalesced", "c10d::allreduce_coalesced_", OpType::ALLREDUCE_COALESCED, tensors,
                        {}, tensors);
     auto reduce = reduction("all_reduce_coalesced", tensors, opts.reduceOp, job);
-    job.run = [this, tensors, reduce, timeout = opts.timeout]() {
-      Staging st = staging();
+    job.start = [this, tensors, reduce, timeout = opts.timeout](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       std::vector<at::Tensor> hs, v;
       for (const auto& t : tensors) hs.push_back(st.add(t, kInOut));
       for (const auto& h : hs) v.push_back(reduce.complex ? at::view_as_real(h) : h);
@@ -417,9 +492,11 @@ class NeuronBackend : public c10d::Backend {
       c10d::AllreduceCoalescedOptions o;
       o.reduceOp = reduce.gloo_op;
       o.timeout = timeout;
-      if (!v.empty()) data_->allreduce_coalesced(v, o)->wait();
-      for (auto& h : hs) reduce.scale(h);
-      st.copy_out();
+      job.after = [reduce, hs]() mutable {
+        for (auto& h : hs) reduce.scale(h);
+      };
+      if (v.empty()) return {};
+      return data_->allreduce_coalesced(v, o);
     };
     return enqueue(std::move(job));
   }
@@ -430,16 +507,16 @@ class NeuronBackend : public c10d::Backend {
     auto reduce = reduction("reduce", tensors, opts.reduceOp, job);
     job.record[4] = opts.rootRank;
     bool root = opts.rootRank == rank_;
-    job.run = [this, t = tensors[0], reduce, root, opts]() {
-      Staging st = staging();
+    if (!root) job.contiguous = false;  // scratch copy
+    job.start = [this, t = tensors[0], reduce, root, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       at::Tensor h = st.add(t, root ? kInOut : kScratchIn);
       st.copy_in();
       c10d::ReduceOptions o = opts;
       o.reduceOp = reduce.gloo_op;
       std::vector<at::Tensor> v{reduce.complex ? at::view_as_real(h) : h};
-      data_->reduce(v, o)->wait();
-      if (root) reduce.scale(h);
-      st.copy_out();
+      if (root) job.after = [reduce, h]() mutable { reduce.scale(h); };
+      return data_->reduce(v, o);
     };
     return enqueue(std::move(job));
   }
@@ -451,12 +528,11 @@ class NeuronBackend : public c10d::Backend {
     job.record[3] = total_numel(tensors);
     job.record[4] = opts.rootRank;
     bool root = opts.rootRank == rank_;
-    job.run = [this, t = tensors[0], root, opts]() {
-      Staging st = staging();
+    job.start = [this, t = tensors[0], root, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       std::vector<at::Tensor> v{st.add(t, root ? kIn : kOut, true)};
       st.copy_in();
-      data_->broadcast(v, opts)->wait();
-      st.copy_out();
+      return data_->broadcast(v, opts);
     };
     return enqueue(std::move(job));
   }
@@ -470,14 +546,13 @@ class NeuronBackend : public c10d::Backend {
     Job job = make_job("all_gather", "c10d::allgather_", OpType::ALLGATHER, inputs, outs, outs);
     check_list("all_gather", "tensor_list", outs, inputs[0]);
     job.record[3] = inputs[0].numel();
-    job.run = [this, outs, in = inputs[0], opts]() {
-      Staging st = staging();
+    job.start = [this, outs, in = inputs[0], opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       std::vector<at::Tensor> vi{st.add(in, kIn, true)};
       std::vector<std::vector<at::Tensor>> vo(1);
       for (const auto& o : outs) vo[0].push_back(st.add(o, kOut, true));
       st.copy_in();
-      data_->allgather(vo, vi, opts)->wait();
-      st.copy_out();
+      return data_->allgather(vo, vi, opts);
     };
     return enqueue(std::move(job));
   }
@@ -490,12 +565,11 @@ class NeuronBackend : public c10d::Backend {
                       size_, " x ", input.numel(), " = ", input.numel() * size_,
                       " elements (world size x input elements), got ", output.numel());
     job.record[3] = input.numel();
-    job.run = [this, output, input, opts]() {
-      Staging st = staging();
+    job.start = [this, output, input, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       at::Tensor hi = st.add(input, kIn, true), ho = st.add(output, kOut, true);
       st.copy_in();
-      data_->_allgather_base(ho, hi, opts)->wait();
-      st.copy_out();
+      return data_->_allgather_base(ho, hi, opts);
     };
     return enqueue(std::move(job));
   }
@@ -511,14 +585,14 @@ class NeuronBackend : public c10d::Backend {
       TORCH_CHECK_VALUE(outputs[i].numel() == inputs[i].numel() * size_, "all_gather_into_tensor_coalesced: output ",
                         i, " must have ", inputs[i].numel() * size_, " elements, got ", outputs[i].numel());
     job.record[3] = total_numel(inputs);
-    job.run = [this, outputs, inputs, opts]() {
-      Staging st = staging();
+    job.start = [this, outputs, inputs, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       std::vector<at::Tensor> vi, vo;
       for (const auto& t : inputs) vi.push_back(st.add(t, kIn, true));
       for (const auto& t : outputs) vo.push_back(st.add(t, kOut, true));
       st.copy_in();
-      if (!vi.empty()) data_->allgather_into_tensor_coalesced(vo, vi, opts)->wait();
-      st.copy_out();
+      if (vi.empty()) return {};
+      return data_->allgather_into_tensor_coalesced(vo, vi, opts);
     };
     return enqueue(std::move(job));
   }
@@ -538,11 +612,11 @@ class NeuronBackend : public c10d::Backend {
       for (size_t i = 0; i < l.size(); i++)
         TORCH_CHECK_VALUE(l[i].numel() == inputs[i].numel() && l[i].scalar_type() == inputs[i].scalar_type(),
                           "all_gather_coalesced: output tensor ", i, " must match input ", i, " (",
-                          inputs[i].numel(), " elements of ", inputs[i].scalar_type(), ")");
+                          inputs[i].numel(), " elements of ", dname(inputs[i].scalar_type()), ")");
     }
     job.record[3] = total_numel(inputs);
-    job.run = [this, outputs, inputs, opts]() {
-      Staging st = staging();
+    job.start = [this, outputs, inputs, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       std::vector<at::Tensor> vi;
       for (const auto& t : inputs) vi.push_back(st.add(t, kIn, true));
       std::vector<std::vector<at::Tensor>> vo;
@@ -551,8 +625,8 @@ class NeuronBackend : public c10d::Backend {
         for (const auto& t : l) vo.back().push_back(st.add(t, kOut, true));
       }
       st.copy_in();
-      if (!vi.empty()) data_->allgather_coalesced(vo, vi, opts)->wait();
-      st.copy_out();
+      if (vi.empty()) return {};
+      return data_->allgather_coalesced(vo, vi, opts);
     };
     return enqueue(std::move(job));
   }
@@ -572,8 +646,8 @@ class NeuronBackend : public c10d::Backend {
     }
     job.record[3] = inputs[0].numel();
     job.record[4] = opts.rootRank;
-    job.run = [this, outs, in = inputs[0], root, opts]() {
-      Staging st = staging();
+    job.start = [this, outs, in = inputs[0], root, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       std::vector<at::Tensor> vi{st.add(in, kIn, true)};
       std::vector<std::vector<at::Tensor>> vo;
       if (root) {
@@ -581,8 +655,7 @@ class NeuronBackend : public c10d::Backend {
         for (const auto& o : outs) vo[0].push_back(st.add(o, kOut, true));
       }
       st.copy_in();
-      data_->gather(vo, vi, opts)->wait();
-      st.copy_out();
+      return data_->gather(vo, vi, opts);
     };
     return enqueue(std::move(job));
   }
@@ -603,8 +676,8 @@ class NeuronBackend : public c10d::Backend {
     }
     job.record[3] = outputs[0].numel();
     job.record[4] = opts.rootRank;
-    job.run = [this, ins, out = outputs[0], root, opts]() {
-      Staging st = staging();
+    job.start = [this, ins, out = outputs[0], root, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       std::vector<at::Tensor> vo{st.add(out, kOut, true)};
       std::vector<std::vector<at::Tensor>> vi;
       if (root) {
@@ -612,8 +685,7 @@ class NeuronBackend : public c10d::Backend {
         for (const auto& t : ins) vi[0].push_back(st.add(t, kIn, true));
       }
       st.copy_in();
-      data_->scatter(vo, vi, opts)->wait();
-      st.copy_out();
+      return data_->scatter(vo, vi, opts);
     };
     return enqueue(std::move(job));
   }
@@ -627,8 +699,8 @@ class NeuronBackend : public c10d::Backend {
     check_list("reduce_scatter", "input_list", inputs[0], outputs[0]);
     auto reduce = reduction("reduce_scatter", outputs, opts.reduceOp, job);
     job.record[3] = outputs[0].numel();
-    job.run = [this, ins = inputs[0], out = outputs[0], reduce, opts]() {
-      Staging st = staging();
+    job.start = [this, ins = inputs[0], out = outputs[0], reduce, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       at::Tensor ho = st.add(out, kOut);
       std::vector<at::Tensor> vo{reduce.complex ? at::view_as_real(ho) : ho};
       std::vector<std::vector<at::Tensor>> vi(1);
@@ -639,9 +711,8 @@ class NeuronBackend : public c10d::Backend {
       st.copy_in();
       c10d::ReduceScatterOptions o = opts;
       o.reduceOp = reduce.gloo_op;
-      data_->reduce_scatter(vo, vi, o)->wait();
-      reduce.scale(ho);
-      st.copy_out();
+      job.after = [reduce, ho]() mutable { reduce.scale(ho); };
+      return data_->reduce_scatter(vo, vi, o);
     };
     return enqueue(std::move(job));
   }
@@ -656,16 +727,15 @@ class NeuronBackend : public c10d::Backend {
                       " elements (world size x output elements), got ", input.numel());
     auto reduce = reduction("reduce_scatter_tensor", out, opts.reduceOp, job);
     job.record[3] = output.numel();
-    job.run = [this, output, input, reduce, opts]() {
-      Staging st = staging();
+    job.start = [this, output, input, reduce, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       at::Tensor hi = st.add(input, kIn), ho = st.add(output, kOut);
       st.copy_in();
       c10d::ReduceScatterOptions o = opts;
       o.reduceOp = reduce.gloo_op;
       at::Tensor gi = reduce.complex ? at::view_as_real(hi) : hi, go = reduce.complex ? at::view_as_real(ho) : ho;
-      data_->_reduce_scatter_base(go, gi, o)->wait();
-      reduce.scale(ho);
-      st.copy_out();
+      job.after = [reduce, ho]() mutable { reduce.scale(ho); };
+      return data_->_reduce_scatter_base(go, gi, o);
     };
     return enqueue(std::move(job));
   }
@@ -682,8 +752,8 @@ class NeuronBackend : public c10d::Backend {
                         i, " must have ", outputs[i].numel() * size_, " elements, got ", inputs[i].numel());
     auto reduce = reduction("reduce_scatter_tensor_coalesced", outputs, opts.reduceOp, job);
     job.record[3] = total_numel(outputs);
-    job.run = [this, outputs, inputs, reduce, opts]() {
-      Staging st = staging();
+    job.start = [this, outputs, inputs, reduce, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       std::vector<at::Tensor> hi, ho, gi, go;
       for (const auto& t : inputs) hi.push_back(st.add(t, kIn));
       for (const auto& t : outputs) ho.push_back(st.add(t, kOut));
@@ -692,9 +762,11 @@ class NeuronBackend : public c10d::Backend {
       st.copy_in();
       c10d::ReduceScatterOptions o = opts;
       o.reduceOp = reduce.gloo_op;
-      if (!gi.empty()) data_->reduce_scatter_tensor_coalesced(go, gi, o)->wait();
-      for (auto& h : ho) reduce.scale(h);
-      st.copy_out();
+      job.after = [reduce, ho]() mutable {
+        for (auto& h : ho) reduce.scale(h);
+      };
+      if (gi.empty()) return {};
+      return data_->reduce_scatter_tensor_coalesced(go, gi, o);
     };
     return enqueue(std::move(job));
   }
@@ -731,13 +803,12 @@ class NeuronBackend : public c10d::Backend {
     for (int r = 0; r < size_; r++) job.counts.push_back(in_rows[r] * in_row);
     for (int r = 0; r < size_; r++) job.counts.push_back(out_rows[r] * out_row);
     job.cacheable = false;
-    job.run = [this, output, input, outputCounts, inputCounts, opts]() {
-      Staging st = staging();
+    job.start = [this, output, input, outputCounts, inputCounts, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       at::Tensor hi = st.add(input, kIn, true), ho = st.add(output, kOut, true);
       st.copy_in();
       std::vector<int64_t> oc = outputCounts, ic = inputCounts;
-      data_->alltoall_base(ho, hi, oc, ic, opts)->wait();
-      st.copy_out();
+      return data_->alltoall_base(ho, hi, oc, ic, opts);
     };
     return enqueue(std::move(job));
   }
@@ -751,10 +822,10 @@ class NeuronBackend : public c10d::Backend {
     for (const auto& t : inputs) job.counts.push_back(t.numel());
     for (const auto& t : outputs) job.counts.push_back(t.numel());
     job.cacheable = false;
-    job.run = [this, outputs, inputs, opts]() {
+    job.start = [this, outputs, inputs, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       // Gloo's list all-to-all needs equal sizes: carry each tensor as flat bytes through
       // one uneven all-to-all.
-      Staging st = staging();
+      Staging& st = job.staging;
       std::vector<at::Tensor> hi, ho;
       std::vector<int64_t> ic, oc;
       for (const auto& t : inputs) {
@@ -767,13 +838,14 @@ class NeuronBackend : public c10d::Backend {
       }
       st.copy_in();
       at::Tensor send = at::cat(hi), recv = at::empty({std::accumulate(oc.begin(), oc.end(), int64_t{0})}, at::kByte);
-      data_->alltoall_base(recv, send, oc, ic, opts)->wait();
-      int64_t off = 0;
-      for (size_t i = 0; i < ho.size(); i++) {
-        ho[i].copy_(recv.narrow(0, off, oc[i]));
-        off += oc[i];
-      }
-      st.copy_out();
+      job.after = [ho, recv, oc]() mutable {
+        int64_t off = 0;
+        for (size_t i = 0; i < ho.size(); i++) {
+          ho[i].copy_(recv.narrow(0, off, oc[i]));
+          off += oc[i];
+        }
+      };
+      return data_->alltoall_base(recv, send, oc, ic, opts);
     };
     return enqueue(std::move(job));
   }
@@ -781,10 +853,10 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
     std::vector<at::Tensor> none;
     Job job = make_job("barrier", "c10d::barrier", OpType::BARRIER, none, none, none);
-    job.run = [this, opts]() {
+    job.start = [this, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       c10d::BarrierOptions o = opts;
       o.device_ids.clear();
-      data_->barrier(o)->wait();
+      return data_->barrier(o);
     };
     return enqueue(std::move(job), /*host_wait=*/true);
   }
@@ -800,8 +872,8 @@ class NeuronBackend : public c10d::Backend {
     Job job = make_job("send", "c10d::send", OpType::SEND, tensors, none, none);
     check_peer("send", "dst", dst, tag);
     job.check = false;
-    job.run = [this, t = tensors[0], dst, tag]() {
-      Staging st = staging();
+    job.start = [this, t = tensors[0], dst, tag](Job& job) -> c10::intrusive_ptr<c10d::Work> {
+      Staging& st = job.staging;
       at::Tensor data = st.add(t, kIn, true);
       st.copy_in();
       std::vector<at::Tensor> header{p2p_header(t)}, payload{data};
@@ -810,6 +882,7 @@ class NeuronBackend : public c10d::Backend {
       p2p_ += 1;
       h->wait();
       d->wait();
+      return {};
     };
     return enqueue_p2p(std::move(job), dst, /*recv=*/false);
   }
@@ -819,10 +892,11 @@ class NeuronBackend : public c10d::Backend {
     Job job = make_job("recv", "c10d::recv_", OpType::RECV, none, tensors, tensors);
     check_peer("recv", "src", src, tag);
     job.check = false;
-    job.run = [this, t = tensors[0], src, tag]() {
+    job.start = [this, t = tensors[0], src, tag](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       std::vector<at::Tensor> header{at::empty({4}, at::kLong)};
       data_->recv(header, src, 2 * tag)->wait();
       receive_payload(t, header[0], src, tag);
+      return {};
     };
     return enqueue_p2p(std::move(job), src, /*recv=*/true);
   }
@@ -832,13 +906,13 @@ class NeuronBackend : public c10d::Backend {
     Job job = make_job("recv", "c10d::recv_any_source_", OpType::RECVANYSOURCE, none, tensors, tensors);
     check_peer("recv", "src", -1, tag);
     job.check = false;
-    auto source = std::make_shared<std::atomic<int>>(-1);
-    job.run = [this, t = tensors[0], tag, source]() {
+    job.start = [this, t = tensors[0], tag](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       std::vector<at::Tensor> header{at::empty({4}, at::kLong)};
       auto w = data_->recvAnysource(header, 2 * tag);
       w->wait();
-      *source = w->sourceRank();
-      receive_payload(t, header[0], *source, tag);
+      *job.source = w->sourceRank();
+      receive_payload(t, header[0], *job.source, tag);
+      return {};
     };
     return enqueue_p2p(std::move(job), -1, /*recv=*/true);
   }
@@ -859,12 +933,6 @@ class NeuronBackend : public c10d::Backend {
     }
   };
 
-  Staging staging() {
-    Staging s;
-    s.staged_counter = &staged_;
-    return s;
-  }
-
   void check_root(const char* op, int64_t root) {
     TORCH_CHECK_VALUE(root >= 0 && root < size_, op, ": root rank ", root, " is out of range: the group has ranks 0 to ",
                       size_ - 1);
@@ -882,8 +950,8 @@ class NeuronBackend : public c10d::Backend {
                          const at::Tensor& ref) {
     for (size_t i = 0; i < list.size(); i++)
       TORCH_CHECK_VALUE(list[i].numel() == ref.numel() && list[i].scalar_type() == ref.scalar_type(), op, ": ", arg,
-                        "[", i, "] has ", list[i].numel(), " elements of ", list[i].scalar_type(), "; expected ",
-                        ref.numel(), " of ", ref.scalar_type());
+                        "[", i, "] has ", list[i].numel(), " elements of ", dname(list[i].scalar_type()), "; expected ",
+                        ref.numel(), " of ", dname(ref.scalar_type()));
   }
 
   // Validates a reduction; fills the fingerprint's reduce-op field.
@@ -895,22 +963,22 @@ class NeuronBackend : public c10d::Backend {
     if (tensors.empty()) return r;
     at::ScalarType dt = tensors[0].scalar_type();
     for (const auto& t : tensors)
-      TORCH_CHECK_VALUE(t.scalar_type() == dt, op, ": all tensors need one dtype, got ", dt, " and ", t.scalar_type());
+      TORCH_CHECK_VALUE(t.scalar_type() == dt, op, ": all tensors need one dtype, got ", dname(dt), " and ", dname(t.scalar_type()));
     r.complex = at::isComplexType(dt);
     bool floating = at::isFloatingType(dt) || r.complex;
-    TORCH_CHECK_VALUE(gloo_dtype(dt) || r.complex, op, ": cannot reduce ", dt,
+    TORCH_CHECK_VALUE(gloo_dtype(dt) || r.complex, op, ": cannot reduce ", dname(dt),
                       " on neuron (Gloo reduces float32, float64, float16, bfloat16, int64, int32, int8, uint8 and "
                       "bool); cast the tensor first");
     TORCH_CHECK_VALUE(!r.complex || kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG ||
                           kind == c10d::ReduceOp::PREMUL_SUM,
                       op, ": ReduceOp.", reduce_op_name(kind), " is not defined for complex tensors");
     TORCH_CHECK_VALUE(kind != c10d::ReduceOp::AVG || floating, op, ": ReduceOp.AVG needs a floating-point tensor, got ",
-                      dt, " (use SUM and divide)");
+                      dname(dt), " (use SUM and divide)");
     TORCH_CHECK_VALUE(kind < c10d::ReduceOp::BAND || kind > c10d::ReduceOp::BXOR || !floating, op, ": ReduceOp.",
-                      reduce_op_name(kind), " needs an integer or bool tensor, got ", dt);
+                      reduce_op_name(kind), " needs an integer or bool tensor, got ", dname(dt));
     TORCH_CHECK_VALUE(kind != c10d::ReduceOp::UNUSED, op, ": invalid reduce op");
     if (kind == c10d::ReduceOp::PREMUL_SUM) {
-      TORCH_CHECK_VALUE(floating, op, ": ReduceOp.PREMUL_SUM needs a floating-point tensor, got ", dt);
+      TORCH_CHECK_VALUE(floating, op, ": ReduceOp.PREMUL_SUM needs a floating-point tensor, got ", dname(dt));
       auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(rop.supplement_.get());
       TORCH_CHECK_VALUE(s, op, ": ReduceOp.PREMUL_SUM without a factor (use dist._make_nccl_premul_sum)");
       if (s->tensor_factor.defined()) {
@@ -959,10 +1027,12 @@ class NeuronBackend : public c10d::Backend {
                           ": an output tensor has overlapping elements (expanded or stride-0 view); pass a "
                           "contiguous or non-overlapping tensor");
       job.keep.push_back(t);
+      if (!t.is_contiguous()) job.contiguous = false;
     };
     for (const auto& t : inputs) visit(t, false);
     for (const auto& t : outputs) visit(t, true);
     job.outputs = results;
+    job.staging.staged_counter = &staged_;
     job.record[1] = static_cast<int64_t>(type);
     const at::Tensor* ref = !inputs.empty() ? &inputs[0] : !outputs.empty() ? &outputs[0] : nullptr;
     job.record[2] = ref ? static_cast<int64_t>(ref->scalar_type()) : -1;
@@ -971,11 +1041,10 @@ class NeuronBackend : public c10d::Backend {
     if (job.device >= 0) {
       job.producer = current_vnc_stream(job.device);
       job.ticket = vnc_stream_enqueued(job.producer);
-      job.future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                            std::vector<c10::Device>{c10::Device(kNeuron, job.device)});
-    } else {
-      job.future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     }
+    job.done->outputs = results;
+    job.done->device = job.device;
+    job.done->stream = job.producer;
     return job;
   }
 
@@ -987,49 +1056,158 @@ class NeuronBackend : public c10d::Backend {
       job.record[6] = job.record[7] = 0;
   }
 
+  using JobPtr = std::shared_ptr<Job>;
+
+  // Queues a collective for the communication thread, or starts it on this thread when that
+  // changes nothing: no job queued or in flight, the producer's work done, no staging copies
+  // and no fingerprint exchange due (the Gloo call only enqueues; it does not block). That
+  // saves two thread hand-offs on a small collective.
   c10::intrusive_ptr<c10d::Work> enqueue(Job&& j, bool host_wait = false) {
     rank_invariant(j);
-    uint64_t seq = ++seq_;
     auto job = std::make_shared<Job>(std::move(j));
-    job->record[0] = static_cast<int64_t>(seq);
-    auto work = c10::make_intrusive<NeuronWork>(rank_, *job, host_wait, seq);
-    TORCH_CHECK(!shut_down_.load(), job->name, ": the process group has been destroyed");
-    comm_.post([this, job] { execute(*job); });
+    c10::intrusive_ptr<NeuronWork> work;
+    bool here = false;
+    {
+      std::lock_guard<std::mutex> g(m_);
+      TORCH_CHECK(!stopping_, job->name, ": the process group has been destroyed");
+      uint64_t seq = ++seq_;
+      job->record[0] = static_cast<int64_t>(seq);
+      work = c10::make_intrusive<NeuronWork>(rank_, *job, host_wait, seq);
+      here = !busy_ && queue_.empty() && job->contiguous && broken_message().empty() && ticket_reached(*job) &&
+             (!job->check || predicted(*job));
+      if (here) {
+        busy_ = true;
+        if (job->check) {
+          advance_history(*job);
+          skips_ += 1;
+        }
+      } else {
+        queue_.push_back(job);
+        if (!comm_thread_.joinable()) comm_thread_ = std::thread([this] { comm_loop(); });
+        cv_.notify_all();
+      }
+    }
+    if (here) launch(job);
     return work;
   }
 
+  static bool ticket_reached(const Job& job) {
+    return !job.producer || vnc_stream_completed(job.producer) >= job.ticket;
+  }
+
+  // The communication thread: one collective at a time, in call order.
+  void comm_loop() {
+    std::unique_lock<std::mutex> lk(m_);
+    for (;;) {
+      cv_.wait(lk, [&] { return !busy_ && (stopping_ || !queue_.empty()); });
+      if (queue_.empty()) return;
+      JobPtr job = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+      lk.unlock();
+      std::string err;
+      try {
+        std::string broken = broken_message();
+        TORCH_CHECK(broken.empty(), broken);
+        if (job->producer) vnc_stream_wait_ticket(job->producer, job->ticket);
+        if (job->check) verify(*job);
+      } catch (const std::exception& e) {
+        err = describe_failure(*job, e.what());
+      }
+      if (err.empty())
+        launch(job);
+      else
+        finish(job, err);
+      lk.lock();
+    }
+  }
+
+  // Starts the job's Gloo call; completion runs in Gloo's future callback (on Gloo's thread),
+  // or on the waiter thread for Gloo works without a future.
+  void launch(const JobPtr& job) {
+    c10::intrusive_ptr<c10d::Work> w;
+    try {
+      w = job->start(*job);
+    } catch (const std::exception& e) {
+      finish(job, describe_failure(*job, e.what()));
+      return;
+    }
+    if (!w) {
+      finish(job, "");
+      return;
+    }
+    c10::intrusive_ptr<c10::ivalue::Future> f;
+    try {
+      f = w->getFuture();
+    } catch (const std::exception&) {
+      waiter_.post([this, job, w] {
+        std::string err;
+        try {
+          w->wait();
+        } catch (const std::exception& e) {
+          err = describe_failure(*job, e.what());
+        }
+        finish(job, err);
+      });
+      return;
+    }
+    f->addCallback([this, job](c10::ivalue::Future& fut) {
+      finish(job, fut.hasError() ? describe_failure(*job, fut.tryRetrieveErrorMessage()) : std::string());
+    });
+  }
+
+  // Point-to-point jobs run whole (blocking) on their peer's thread.
   c10::intrusive_ptr<c10d::Work> enqueue_p2p(Job&& j, int peer, bool recv) {
     auto job = std::make_shared<Job>(std::move(j));
-    auto work = c10::make_intrusive<NeuronWork>(rank_, *job, false, 0);
-    TORCH_CHECK(!shut_down_.load(), job->name, ": the process group has been destroyed");
+    // A receive from any source reports its source rank after wait(): that wait is the host's.
+    auto work = c10::make_intrusive<NeuronWork>(rank_, *job, job->type == OpType::RECVANYSOURCE, 0);
     // One thread per (peer, direction): messages to or from a peer keep their order, and a
     // receive waiting for its header never holds up a send (or the collectives).
     SerialWorker* w;
     {
       std::lock_guard<std::mutex> g(peers_m_);
+      TORCH_CHECK(!peers_stopped_, job->name, ": the process group has been destroyed");
       auto& slot = peers_[{peer, recv}];
       if (!slot) slot = std::make_unique<SerialWorker>();
       w = slot.get();
     }
-    w->post([this, job] { execute(*job); });
+    w->post([this, job] {
+      std::string err;
+      try {
+        std::string broken = broken_message();
+        TORCH_CHECK(broken.empty(), broken);
+        if (job->producer) vnc_stream_wait_ticket(job->producer, job->ticket);
+        job->start(*job);
+      } catch (const std::exception& e) {
+        err = describe_failure(*job, e.what());
+      }
+      finish(job, err);
+    });
     return work;
   }
 
-  // Runs a job on a worker thread: producer wait, fingerprint check, transfer, completion.
-  void execute(Job& job) {
-    std::string err;
-    try {
-      std::string broken = broken_message();
-      TORCH_CHECK(broken.empty(), broken);
-      if (job.producer) vnc_stream_wait_ticket(job.producer, job.ticket);
-      if (job.check) verify(job);
-      job.run();
-    } catch (const std::exception& e) {
-      err = describe_failure(job, e.what());
+  // Completes a job: post-processing and staged copies back, then the Work, its stream
+  // waiters and (on the completion thread) its future; frees the communication thread.
+  void finish(const JobPtr& job, std::string err) {
+    if (err.empty()) {
+      try {
+        if (job->after) job->after();
+        job->staging.copy_out();
+      } catch (const std::exception& e) {
+        err = describe_failure(*job, e.what());
+      }
     }
-    job.keep.clear();
-    job.done->finish(err);
-    complete_future(job, err);
+    job->after = nullptr;
+    job->start = nullptr;
+    job->keep.clear();
+    job->staging = Staging();
+    if (auto fut = job->done->finish(err)) complete_future(job->done, fut);
+    if (job->type == OpType::SEND || job->type == OpType::RECV || job->type == OpType::RECVANYSOURCE) return;
+    {
+      std::lock_guard<std::mutex> g(m_);
+      busy_ = false;
+    }
+    cv_.notify_all();
   }
 
   // The message of a failed job; any failure after the job was queued leaves the ranks out of
@@ -1054,24 +1232,13 @@ class NeuronBackend : public c10d::Backend {
     return out;
   }
 
-  // Futures complete on their own thread: then-callbacks may enqueue device work, which must
-  // never wait behind a stream that waits for this group's next collective.
-  void complete_future(Job& job, const std::string& err) {
-    auto fut = job.future;
-    auto outputs = job.outputs;
-    vnc_stream* stream = job.producer;
-    completion_.post([fut, outputs, stream, err] {
-      if (!err.empty()) {
-        fut->setErrorIfNeeded(std::make_exception_ptr(std::runtime_error(err)));
-        return;
-      }
-      try {
-        // Events of the future are recorded on the issuing stream.
-        if (stream) vnc_set_current_stream(stream);
-        fut->markCompleted(c10::IValue(outputs));
-      } catch (const std::exception& e) {
-        fut->setErrorIfNeeded(std::current_exception());
-      }
+  // Futures asked for before completion complete on their own thread: then-callbacks may
+  // enqueue device work, which must never wait behind a stream that waits for this group's
+  // next collective (the communication thread would then wait for itself).
+  void complete_future(std::shared_ptr<Completion> c, c10::intrusive_ptr<c10::ivalue::Future> fut) {
+    completion_.post([c, fut] {
+      if (c->stream) vnc_set_current_stream(c->stream);  // the future's events go on the issuing stream
+      c->complete(fut);
     });
   }
 
@@ -1088,21 +1255,34 @@ class NeuronBackend : public c10d::Backend {
 
   // ---- fingerprint exchange (comm thread only)
 
-  void verify(Job& job) {
+  static Signature signature(const Job& job) {
     Signature sig;
     std::copy(job.record.begin() + 1, job.record.end(), sig.begin());
-    bool predicted = false;
-    if (job.cacheable) {
-      auto it = next_.find(prev_);
-      predicted = have_prev_ && it != next_.end() && it->second == sig;
-      if (next_.size() > 4096) next_.clear();  // same point of the common history on every rank
-      if (have_prev_) next_[prev_] = sig;
-      prev_ = sig;
-      have_prev_ = true;
-    } else {
-      have_prev_ = false;  // rank-dependent calls break the common history
+    return sig;
+  }
+  // Whether the common history predicts this job's fingerprint (then all ranks skip the
+  // exchange exactly when their calls agree). Only the job's issuer (busy_) reads or writes it.
+  bool predicted(const Job& job) {
+    if (!job.cacheable || !have_prev_) return false;
+    auto it = next_.find(prev_);
+    return it != next_.end() && it->second == signature(job);
+  }
+  void advance_history(const Job& job) {
+    if (!job.cacheable) {
+      have_prev_ = false;  // rank-dependent calls (all-to-all splits) break the common history
+      return;
     }
-    if (predicted) {
+    Signature sig = signature(job);
+    if (next_.size() > 4096) next_.clear();  // at the same point of the history on every rank
+    if (have_prev_) next_[prev_] = sig;
+    prev_ = sig;
+    have_prev_ = true;
+  }
+
+  void verify(Job& job) {
+    bool skip = predicted(job);
+    advance_history(job);
+    if (skip) {
       skips_ += 1;
       return;
     }
@@ -1127,8 +1307,14 @@ class NeuronBackend : public c10d::Backend {
       if (hi != lo) {
         diff += diff.empty() ? "" : "; ";
         diff += std::string(kFieldNames[i]) + " differs";
-        if (i != 6) diff += " (this rank " + std::to_string(job.record[i]) + ", ranks range " +
-                            std::to_string(lo) + " to " + std::to_string(hi) + ")";
+        auto show = [i](int64_t v) {
+          if (i == 1) return c10d::opTypeToString(static_cast<OpType>(v));
+          if (i == 2) return dname(v);
+          if (i == 5) return std::string(reduce_op_name(static_cast<c10d::ReduceOp::RedOpType>(v)));
+          return std::to_string(v);
+        };
+        if (i != 6) diff += " (this rank: " + show(job.record[i]) + "; lowest and highest over the ranks: " + show(lo) +
+                            ", " + show(hi) + ")";
       }
     }
     if (!diff.empty()) {
@@ -1169,7 +1355,7 @@ class NeuronBackend : public c10d::Backend {
   }
 
   static std::string describe_call(const Job& job) {
-    std::string s = "dtype " + std::string(c10::toString(static_cast<at::ScalarType>(job.record[2]))) + ", " +
+    std::string s = "dtype " + dname(job.record[2]) + ", " +
                     std::to_string(job.record[3]) + " elements";
     if (job.type == OpType::REDUCE || job.type == OpType::BROADCAST || job.type == OpType::GATHER ||
         job.type == OpType::SCATTER)
@@ -1195,9 +1381,10 @@ class NeuronBackend : public c10d::Backend {
                 " got a message that is not from a neuron send");
     TORCH_CHECK(p[1] == static_cast<int64_t>(t.scalar_type()) && p[2] == t.numel(), "neuron backend: recv from rank ",
                 src, " (tag ", tag, "): the sender sent ", p[2], " elements of ",
-                c10::toString(static_cast<at::ScalarType>(p[1])), ", this rank expects ", t.numel(), " of ",
-                t.scalar_type(), ". Nothing was received; the sender's send fails at its timeout.");
-    Staging st = staging();
+                dname(p[1]), ", this rank expects ", t.numel(), " of ",
+                dname(t.scalar_type()), ". Nothing was received; the sender's send fails at its timeout.");
+    Staging st;
+    st.staged_counter = &staged_;
     std::vector<at::Tensor> payload{st.add(t, kOut, true)};
     data_->recv(payload, src, 2 * tag + 1)->wait();
     p2p_ += 1;
@@ -1208,15 +1395,21 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Options> options_;
   std::atomic<uint64_t> seq_{0};
   std::atomic<int64_t> exchanges_{0}, skips_{0}, staged_{0}, p2p_{0};
-  std::atomic<bool> shut_down_{false};
   std::mutex broken_m_;
   std::string broken_;
   // Skip prediction (comm thread only): the signature that followed each signature last.
   std::map<Signature, Signature> next_;
   Signature prev_{};
   bool have_prev_ = false;
-  SerialWorker comm_, completion_;
+  // The communication thread's queue; busy_: a collective is being checked or is in flight.
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool busy_ = false, stopping_ = false;
+  std::thread comm_thread_;
+  SerialWorker completion_, waiter_;
   std::mutex peers_m_;
+  bool peers_stopped_ = false;
   std::map<std::pair<int, bool>, std::unique_ptr<SerialWorker>> peers_;
 };
 

@@ -1,0 +1,125 @@
+"""The `neuron` torch.distributed backend on 2 ranks (separate processes, spawned here).
+
+Each scenario runs `tests/dist_worker.py` in one process per rank (a fresh session each, killed
+as a group on timeout, so no process outlives its test) and reads every rank's JSON report.
+Expected values come from CPU PyTorch inside the workers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "dist_worker.py")
+WORLD = 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_ranks(scenario: str, ranks=None, timeout: float = 120, env: dict | None = None,
+              world: int = WORLD, torchrun: bool = False):
+    """Run `scenario` on `ranks` (default: all of `world`); returns (reports by rank,
+    return codes by rank, outputs by rank, elapsed seconds). Every process is killed at
+    `timeout` (a hang fails the test instead of blocking the suite)."""
+    ranks = list(range(world)) if ranks is None else ranks
+    out_dir = tempfile.mkdtemp(prefix="neuron_dist_")
+    port = free_port()
+    base = dict(os.environ)
+    base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(world),
+                 "DIST_RESULT_DIR": out_dir, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    base.update(env or {})
+    procs = {}
+    logs = {}
+    start = time.monotonic()
+    if torchrun:
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",
+               f"--master_port={port}", WORKER, scenario]
+        logs[0] = tempfile.TemporaryFile("w+")
+        procs[0] = subprocess.Popen(cmd, env=base, stdout=logs[0], stderr=subprocess.STDOUT,
+                                    start_new_session=True, text=True)
+    else:
+        for r in ranks:
+            e = dict(base, RANK=str(r), LOCAL_RANK=str(r))
+            logs[r] = tempfile.TemporaryFile("w+")
+            procs[r] = subprocess.Popen([sys.executable, WORKER, scenario], env=e, stdout=logs[r],
+                                        stderr=subprocess.STDOUT, start_new_session=True, text=True)
+    codes = {}
+    try:
+        for r, p in procs.items():
+            left = max(1.0, timeout - (time.monotonic() - start))
+            try:
+                codes[r] = p.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                codes[r] = "timeout"
+    finally:
+        for p in procs.values():
+            kill_group(p)  # also reaps anything a rank left behind in its session
+    elapsed = time.monotonic() - start
+    outputs = {}
+    for r, f in logs.items():
+        f.seek(0)
+        outputs[r] = f.read()
+        f.close()
+    reports = {}
+    for name in os.listdir(out_dir):
+        with open(os.path.join(out_dir, name)) as f:
+            reports[int(name[4:-5])] = json.load(f)
+        os.unlink(os.path.join(out_dir, name))
+    os.rmdir(out_dir)
+    return reports, codes, outputs, elapsed
+
+
+def describe(codes, outputs) -> str:
+    return "\n".join(f"--- rank {r} (exit {codes.get(r)}):\n{outputs[r][-3000:]}" for r in outputs)
+
+
+# ---------------------------------------------------------------- every collective
+
+sys.path.insert(0, HERE)
+import dist_worker  # noqa: E402  (the check names)
+
+
+@pytest.fixture(scope="module")
+def collectives():
+    reports, codes, outputs, _ = run_ranks("collectives", timeout=240)
+    assert all(c == 0 for c in codes.values()) and len(reports) == WORLD, describe(codes, outputs)
+    return reports
+
+
+@pytest.mark.parametrize("name", list(dist_worker.CHECKS))
+def test_collective(collectives, name):
+    for rank in range(WORLD):
+        result = collectives[rank]["checks"].get(name)
+        assert result == "ok", f"rank {rank}: {result}"
+
+
+def test_collectives_native_and_on_local_rank_device(collectives):
+    for rank in range(WORLD):
+        rep = collectives[rank]
+        assert rep["fallback_ops"] == [], rep["fallback_ops"]
+        assert rep["device"] == rank % 2  # LOCAL_RANK % device_count (2 cores by default)
+        # contiguous tensors were aliased; only the strided views of the checks were staged
+        assert rep["stats"]["collectives"] > 100
+        assert 0 < rep["stats"]["staged_tensors"] < rep["stats"]["collectives"]
+        # the fingerprint history skipped most exchanges of repeated collectives
+        assert rep["stats"]["fingerprint_skips"] > 0
