@@ -282,7 +282,7 @@ using Record = std::array<int64_t, kFields>;
 using Signature = std::array<int64_t, kFields - 1>;
 const char* const kFieldNames[kFields] = {"collective number", "collective",  "dtype",
                                           "number of elements", "root rank", "reduce op",
-                                          "tensor shapes",     "number of tensors"};
+                                          "tensor shape",      "number of tensors"};
 
 int64_t shape_hash(const std::vector<at::Tensor>& ts) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a (Fowler, Noll, Vo), 64-bit
@@ -1299,7 +1299,7 @@ class NeuronBackend : public c10d::Backend {
     try {
       meta_->allreduce(v, o)->wait();
     } catch (const std::exception& e) {
-      TORCH_CHECK(false, "the check that all ranks call the same collective failed: ", e.what());
+      TORCH_CHECK(false, "comparing the call with the other ranks' failed: ", e.what());
     }
     std::string diff;
     for (int i = 0; i < kFields; i++) {
@@ -1313,8 +1313,8 @@ class NeuronBackend : public c10d::Backend {
           if (i == 5) return std::string(reduce_op_name(static_cast<c10d::ReduceOp::RedOpType>(v)));
           return std::to_string(v);
         };
-        if (i != 6) diff += " (this rank: " + show(job.record[i]) + "; lowest and highest over the ranks: " + show(lo) +
-                            ", " + show(hi) + ")";
+        if (i != 6) diff += " (this rank: " + show(job.record[i]) + "; another rank: " +
+                            show(lo != job.record[i] ? lo : hi) + ")";
       }
     }
     if (!diff.empty()) {
@@ -1337,7 +1337,7 @@ class NeuronBackend : public c10d::Backend {
     try {
       meta_->_allgather_base(all, mine, o)->wait();
     } catch (const std::exception& e) {
-      TORCH_CHECK(false, "the check of all-to-all split sizes failed: ", e.what());
+      TORCH_CHECK(false, "comparing the split sizes with the other ranks' failed: ", e.what());
     }
     auto* a = all.data_ptr<int64_t>();
     for (int64_t s = 0; s < w; s++)

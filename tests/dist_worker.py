@@ -541,7 +541,155 @@ def scenario_collectives():
     dist.destroy_process_group()
 
 
-SCENARIOS = {"collectives": scenario_collectives}
+# ---------------------------------------------------------------- failures
+
+
+def _error_text(fn):
+    """Runs fn; returns (error text or None, seconds taken)."""
+    t0 = time.monotonic()
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 (the test inspects the text)
+        return f"{type(e).__name__}: {e}", time.monotonic() - t0
+    return None, time.monotonic() - t0
+
+
+def _still_usable() -> bool:
+    x = torch.arange(4.0, device=DEV)
+    return (x * 2).sum().item() == 12.0
+
+
+def scenario_rank_dies():
+    """Rank 1 exits abruptly after a first collective; rank 0's next all_reduce must fail."""
+    init("neuron", timeout_s=float(os.environ.get("DIST_TIMEOUT", "8")))
+    t = torch.ones(4, device=DEV)
+    dist.all_reduce(t)
+    torch.neuron.synchronize()
+    if RANK == 1:
+        os._exit(3)
+    time.sleep(0.5)
+    err, took = _error_text(lambda: (dist.all_reduce(t), t.cpu()))
+    report({"error": err, "seconds": took, "usable": _still_usable()})
+    err2, _ = _error_text(lambda: (dist.all_reduce(t), t.cpu()))
+    report({"error": err, "seconds": took, "usable": _still_usable(), "second_error": err2})
+    dist.destroy_process_group()
+
+
+def scenario_never_calls():
+    """Rank 1 joins the group but never calls the collective: rank 0 times out."""
+    init("neuron", timeout_s=float(os.environ.get("DIST_TIMEOUT", "4")))
+    if RANK == 1:
+        time.sleep(float(os.environ.get("DIST_TIMEOUT", "4")) + 2)
+        os._exit(0)
+    t = torch.ones(4, device=DEV)
+    err, took = _error_text(lambda: (dist.all_reduce(t), t.cpu()))
+    report({"error": err, "seconds": took, "usable": _still_usable()})
+    os._exit(0)  # the peer is gone or hung: no orderly shutdown
+
+
+def scenario_never_joins():
+    """Only rank 0 starts: init_process_group must fail within the timeout."""
+    err, took = _error_text(lambda: init("neuron", timeout_s=float(os.environ.get("DIST_TIMEOUT", "4"))))
+    report({"error": err, "seconds": took, "usable": _still_usable()})
+
+
+def scenario_mismatch():
+    """Ranks call collectives that disagree: a clear error, no crash, no corrupted data."""
+    init("neuron", timeout_s=float(os.environ.get("DIST_TIMEOUT", "6")))
+    cases = {
+        "numel": lambda: dist.all_reduce(torch.ones(4 if RANK == 0 else 6, device=DEV)),
+        "dtype": lambda: dist.all_reduce(torch.ones(4, dtype=torch.float32 if RANK == 0 else torch.int32, device=DEV)),
+        "collective": lambda: (dist.all_reduce(torch.ones(4, device=DEV)) if RANK == 0
+                               else dist.broadcast(torch.ones(4, device=DEV), src=0)),
+        "all_gather": lambda: dist.all_gather_into_tensor(torch.zeros(2 * (4 if RANK == 0 else 6), device=DEV),
+                                                          torch.ones(4 if RANK == 0 else 6, device=DEV)),
+        "broadcast_root": lambda: dist.broadcast(torch.ones(4, device=DEV), src=RANK),
+        "splits": lambda: dist.all_to_all_single(torch.zeros(4 if RANK == 0 else 2, device=DEV),
+                                                 torch.ones(3, device=DEV), None if RANK else [2, 2], [1, 2]),
+        # after a run of matching calls (whose checks the history skips), a mismatch
+        "after_repeats": lambda: ([dist.all_reduce(torch.ones(4, device=DEV)) for _ in range(5)],
+                                  dist.all_reduce(torch.ones(4 if RANK == 0 else 5, device=DEV))),
+    }
+    only = os.environ.get("DIST_CASES")
+    results = {}
+    for name, fn in cases.items():
+        if only and name not in only.split(","):
+            continue
+        group = dist.new_group(list(range(WORLD)), timeout=datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "6"))))
+
+        def call(fn=fn, group=group):
+            with _default_group(group):
+                fn()
+            torch.neuron.synchronize()
+
+        err, took = _error_text(call)
+        results[name] = {"error": err, "seconds": took}
+        dist.destroy_process_group(group)
+    t = torch.ones(3, device=DEV)
+    dist.all_reduce(t)  # the default group is unaffected
+    report({"cases": results, "default_group_ok": t.cpu().tolist() == [float(WORLD)] * 3, "usable": _still_usable()})
+    dist.destroy_process_group()
+
+
+class _default_group:
+    """Routes collectives without a group argument to `group` (test helper)."""
+
+    def __init__(self, group):
+        self.group = group
+
+    def __enter__(self):
+        self.saved = dist.distributed_c10d._world.default_pg
+        dist.distributed_c10d._world.default_pg = self.group
+
+    def __exit__(self, *exc):
+        dist.distributed_c10d._world.default_pg = self.saved
+
+
+# ---------------------------------------------------------------- launchers and mixed groups
+
+
+def scenario_torchrun_default():
+    """Under torchrun: init_process_group() with no backend resolves to neuron; env://."""
+    import torch_neuronx
+
+    dist.init_process_group(timeout=datetime.timedelta(seconds=30))
+    pg = dist.distributed_c10d._get_default_group()
+    backend = pg._get_backend(torch.device(DEV))
+    t = torch.full((3,), float(RANK + 1), device=DEV)
+    dist.all_reduce(t)
+    report({"backend": dist.get_backend(), "backend_class": type(backend).__name__,
+            "local_rank": int(os.environ["LOCAL_RANK"]), "device": torch.neuron.current_device(),
+            "omp": os.environ.get("OMP_NUM_THREADS"), "runtime_threads": torch_neuronx._C._num_threads(),
+            "visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
+            "result": t.cpu().tolist()})
+    dist.destroy_process_group()
+
+
+def scenario_mixed():
+    """'cpu:gloo,neuron:neuron': CPU tensors go to Gloo, neuron tensors to the neuron backend."""
+    os.environ.setdefault("LOCAL_RANK", str(RANK))
+    init("cpu:gloo,neuron:neuron")
+    pg = dist.distributed_c10d._get_default_group()
+    c = torch.full((3,), float(RANK + 1))
+    d = torch.full((3,), float(RANK + 1), device=DEV)
+    dist.all_reduce(c)
+    dist.all_reduce(d)
+    objs = [None] * WORLD
+    dist.all_gather_object(objs, RANK)
+    dist.barrier()
+    sub = dist.new_group(list(range(WORLD)))
+    e = torch.ones(2, device=DEV)
+    dist.all_reduce(e, group=sub)
+    report({"cpu": c.tolist(), "neuron": d.cpu().tolist(), "objs": objs, "sub": e.cpu().tolist(),
+            "cpu_backend": type(pg._get_backend(torch.device("cpu"))).__name__,
+            "neuron_backend": type(pg._get_backend(torch.device(DEV))).__name__})
+    dist.destroy_process_group()
+
+
+SCENARIOS = {"collectives": scenario_collectives, "rank_dies": scenario_rank_dies,
+             "never_calls": scenario_never_calls, "never_joins": scenario_never_joins,
+             "mismatch": scenario_mismatch, "torchrun_default": scenario_torchrun_default,
+             "mixed": scenario_mixed}
 
 
 def main() -> None:

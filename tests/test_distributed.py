@@ -123,3 +123,97 @@ def test_collectives_native_and_on_local_rank_device(collectives):
         assert 0 < rep["stats"]["staged_tensors"] < rep["stats"]["collectives"]
         # the fingerprint history skipped most exchanges of repeated collectives
         assert rep["stats"]["fingerprint_skips"] > 0
+
+
+# ---------------------------------------------------------------- launch modes
+
+
+def test_torchrun_default_backend_resolves_to_neuron():
+    reports, codes, outputs, _ = run_ranks("torchrun_default", torchrun=True, timeout=90)
+    assert codes[0] == 0 and len(reports) == WORLD, describe(codes, outputs)
+    for rank, rep in reports.items():
+        assert rep["backend_class"] == "_NeuronBackend"
+        assert rep["device"] == rep["local_rank"] % 2  # neuron:(LOCAL_RANK % device_count)
+        assert rep["visible_cores"] is None  # NEURON_RT_VISIBLE_CORES untouched
+        assert rep["runtime_threads"] == 1  # the rank's thread budget (OMP_NUM_THREADS=1)
+        assert rep["result"] == [3.0] * 3
+
+
+def test_mixed_cpu_gloo_neuron_group():
+    reports, codes, outputs, _ = run_ranks("mixed", timeout=90)
+    assert all(c == 0 for c in codes.values()) and len(reports) == WORLD, describe(codes, outputs)
+    for rep in reports.values():
+        assert rep["cpu_backend"] == "ProcessGroupGloo" and rep["neuron_backend"] == "_NeuronBackend"
+        assert rep["cpu"] == [3.0] * 3 and rep["neuron"] == [3.0] * 3
+        assert rep["objs"] == [0, 1] and rep["sub"] == [2.0, 2.0]
+
+
+# ---------------------------------------------------------------- failures (group timeouts of a few seconds)
+
+
+def test_rank_that_dies_gives_an_error_naming_the_collective():
+    reports, codes, outputs, elapsed = run_ranks("rank_dies", env={"DIST_TIMEOUT": "8"}, timeout=40)
+    assert codes[1] == 3, describe(codes, outputs)  # rank 1 exited on purpose
+    assert codes[0] == 0, describe(codes, outputs)
+    rep = reports[0]
+    assert rep["error"] and "all_reduce" in rep["error"], rep
+    assert rep["seconds"] < 8 + 2, rep  # within the group's timeout
+    assert rep["usable"], rep  # the process keeps working
+    assert "unusable" in rep["second_error"] and "all_reduce" in rep["second_error"], rep
+
+
+def test_rank_that_never_calls_times_out_with_the_collective_named():
+    reports, codes, outputs, elapsed = run_ranks("never_calls", env={"DIST_TIMEOUT": "4"}, timeout=40)
+    assert codes[0] == 0, describe(codes, outputs)
+    rep = reports[0]
+    assert rep["error"] and "all_reduce" in rep["error"] and "timeout" in rep["error"], rep
+    assert 3.5 < rep["seconds"] < 4 + 3, rep
+    assert rep["usable"]
+
+
+def test_rank_that_never_joins_fails_init_within_the_timeout():
+    reports, codes, outputs, elapsed = run_ranks("never_joins", ranks=[0], env={"DIST_TIMEOUT": "4"}, timeout=40)
+    assert codes[0] == 0, describe(codes, outputs)
+    rep = reports[0]
+    assert rep["error"] and ("Timed out" in rep["error"] or "timed out" in rep["error"]), rep
+    assert rep["seconds"] < 4 + 4, rep
+    assert rep["usable"]
+
+
+MISMATCH_WORDS = {
+    "numel": ["mismatch", "all_reduce", "number of elements"],
+    "dtype": ["mismatch", "dtype", "torch.float32", "torch.int32"],
+    "collective": ["mismatch", "collective differs"],
+    "all_gather": ["mismatch", "all_gather_into_tensor", "number of elements"],
+    "broadcast_root": ["mismatch", "root rank"],
+    "splits": ["split sizes disagree"],
+}
+
+
+def test_mismatched_calls_raise_instead_of_crashing_or_corrupting():
+    reports, codes, outputs, _ = run_ranks("mismatch", env={"DIST_TIMEOUT": "6"}, timeout=90)
+    assert all(c == 0 for c in codes.values()) and len(reports) == WORLD, describe(codes, outputs)
+    for rank, rep in reports.items():
+        cases = rep["cases"]
+        for name, words in MISMATCH_WORDS.items():
+            err = cases[name]["error"]
+            assert err, f"rank {rank} {name}: no error"
+            for w in words:
+                assert w in err, f"rank {rank} {name}: {w!r} not in {err!r}"
+            assert cases[name]["seconds"] < 3, (name, cases[name])  # detected, not timed out
+        # a mismatch right after repeated identical calls (whose check the history skips):
+        # at worst the group's timeout, never a crash or mixed data
+        late = cases["after_repeats"]
+        assert late["error"] and ("mismatch" in late["error"] or "timeout" in late["error"]), late
+        assert late["seconds"] < 6 + 3, late
+        assert rep["default_group_ok"] and rep["usable"]
+
+
+def test_mismatch_under_debug_detail_names_both_calls():
+    env = {"DIST_TIMEOUT": "6", "TORCH_DISTRIBUTED_DEBUG": "DETAIL", "DIST_CASES": "numel,dtype"}
+    reports, codes, outputs, _ = run_ranks("mismatch", env=env, timeout=90)
+    assert all(c == 0 for c in codes.values()) and len(reports) == WORLD, describe(codes, outputs)
+    for rep in reports.values():
+        assert "Tensor shapes: " in rep["cases"]["numel"]["error"] or "shape" in rep["cases"]["numel"]["error"]
+        assert "dtypes" in rep["cases"]["dtype"]["error"], rep["cases"]["dtype"]
+        assert rep["default_group_ok"]
