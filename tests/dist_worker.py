@@ -686,7 +686,84 @@ def scenario_mixed():
     dist.destroy_process_group()
 
 
-SCENARIOS = {"collectives": scenario_collectives, "rank_dies": scenario_rank_dies,
+# ---------------------------------------------------------------- DDP
+
+
+class _Net(torch.nn.Module):
+    """A small MLP with a branch used only on even steps (find_unused_parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 32)
+        self.fc2 = torch.nn.Linear(32, 32)
+        self.head = torch.nn.Linear(32, 4)
+        self.extra = torch.nn.Linear(32, 32)
+        self.norm = torch.nn.LayerNorm(32)
+
+    def forward(self, x, use_extra: bool):
+        h = torch.nn.functional.gelu(self.fc1(x))
+        h = self.norm(self.fc2(h))
+        if use_extra:
+            h = h + torch.tanh(self.extra(h))
+        return self.head(h)
+
+
+def _batches(steps, per_rank):
+    g = torch.Generator().manual_seed(1234)
+    return [(torch.randn(WORLD * per_rank, 8, generator=g), torch.randn(WORLD * per_rank, 4, generator=g))
+            for _ in range(steps)]
+
+
+def _train(model, batches, rank_slice, device, step_fn=None):
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for i, (x, y) in enumerate(batches):
+        x, y = x[rank_slice].to(device), y[rank_slice].to(device)
+        loss = torch.nn.functional.mse_loss(model(x, use_extra=(i % 2 == 0)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return [float(l) for l in losses]
+
+
+def scenario_ddp():
+    """DDP on neuron (built-in all-reduce; and a Python comm hook) vs one process on the
+    concatenated batch: losses (averaged over ranks) and parameters after each run."""
+    import torch_neuronx
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    os.environ.setdefault("LOCAL_RANK", str(RANK))
+    init("neuron")
+    steps, per_rank = 6, 8
+    batches = _batches(steps, per_rank)
+    mine = slice(RANK * per_rank, (RANK + 1) * per_rank)
+    torch_neuronx.clear_op_tracking()
+    out = {}
+    for variant in ("builtin", "hook"):
+        torch.manual_seed(0)
+        ref = _Net()
+        torch.manual_seed(0)
+        model = _Net().to(DEV)
+        ddp = DDP(model, find_unused_parameters=True, bucket_cap_mb=0.002)  # several buckets
+        if variant == "hook":
+            ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+        local = _train(ddp, batches, mine, DEV)
+        mean_loss = torch.tensor(local, device=DEV)
+        dist.all_reduce(mean_loss, op=R.AVG)
+        ref_losses = _train(ref, batches, slice(None), "cpu")  # one process, whole batch, CPU
+        diffs = {n: (p.detach().cpu() - dict(ref.named_parameters())[n].detach()).abs().max().item()
+                 for n, p in model.named_parameters()}
+        scale = {n: p.detach().abs().max().item() for n, p in ref.named_parameters()}
+        out[variant] = {"losses": mean_loss.cpu().tolist(), "ref_losses": ref_losses,
+                        "param_max_abs_diff": diffs, "param_max_abs": scale}
+    out["fallback_ops"] = torch_neuronx.get_fallback_ops()
+    report(out)
+    dist.destroy_process_group()
+
+
+SCENARIOS = {"ddp": scenario_ddp, "collectives": scenario_collectives, "rank_dies": scenario_rank_dies,
              "never_calls": scenario_never_calls, "never_joins": scenario_never_joins,
              "mismatch": scenario_mismatch, "torchrun_default": scenario_torchrun_default,
              "mixed": scenario_mixed}

@@ -217,3 +217,22 @@ def test_mismatch_under_debug_detail_names_both_calls():
         assert "Tensor shapes: " in rep["cases"]["numel"]["error"] or "shape" in rep["cases"]["numel"]["error"]
         assert "dtypes" in rep["cases"]["dtype"]["error"], rep["cases"]["dtype"]
         assert rep["default_group_ok"]
+
+
+# ---------------------------------------------------------------- DDP
+
+
+def test_ddp_matches_one_process_on_the_whole_batch():
+    """DDP on 2 ranks (built-in all-reduce, and a Python communication hook; unused parameters
+    on odd steps; several buckets) against one CPU process on the concatenated batch."""
+    import torch
+
+    reports, codes, outputs, _ = run_ranks("ddp", timeout=150)
+    assert all(c == 0 for c in codes.values()) and len(reports) == WORLD, describe(codes, outputs)
+    for rank, rep in reports.items():
+        assert rep["fallback_ops"] == [], rep["fallback_ops"]
+        for variant in ("builtin", "hook"):
+            r = rep[variant]
+            torch.testing.assert_close(torch.tensor(r["losses"]), torch.tensor(r["ref_losses"]), rtol=1e-5, atol=1e-6)
+            for name, diff in r["param_max_abs_diff"].items():
+                assert diff <= 1e-5 * max(1.0, r["param_max_abs"][name]), (rank, variant, name, diff)
