@@ -236,3 +236,35 @@ def test_ddp_matches_one_process_on_the_whole_batch():
             torch.testing.assert_close(torch.tensor(r["losses"]), torch.tensor(r["ref_losses"]), rtol=1e-5, atol=1e-6)
             for name, diff in r["param_max_abs_diff"].items():
                 assert diff <= 1e-5 * max(1.0, r["param_max_abs"][name]), (rank, variant, name, diff)
+
+
+# ---------------------------------------------------------------- the main job under torchrun
+
+
+def _gpt_cmd(runs_dir, name, batch):
+    return [os.path.join(HERE, "..", "examples", "train_gpt.py"), "--steps", "40", "--batch", str(batch),
+            "--layers", "2", "--d-model", "64", "--eval-every", "20", "--eval-batches", "4", "--sample-chars", "0",
+            "--runs-dir", runs_dir, "--run-name", name, "--no-progress"]
+
+
+def test_train_gpt_under_torchrun_matches_one_rank_with_twice_the_batch(tmp_path):
+    """examples/train_gpt.py with DDP on 2 ranks (batch B each) follows the validation curve of
+    one process with batch 2B (the ranks take the two halves of the same global batch)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    runs = str(tmp_path)
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                          f"--master_port={free_port()}", *_gpt_cmd(runs, "ddp", 8)],
+                         env=env, capture_output=True, text=True, timeout=240, start_new_session=True)
+    assert two.returncode == 0, two.stdout[-3000:] + two.stderr[-3000:]
+    assert two.stdout.count("val loss") >= 3 and "DDP: 2 ranks x 8" in two.stdout  # rank 0 printed, once
+    one = subprocess.run([sys.executable, *_gpt_cmd(runs, "one", 16)], env=env, capture_output=True, text=True,
+                         timeout=240, start_new_session=True)
+    assert one.returncode == 0, one.stdout[-3000:] + one.stderr[-3000:]
+    with open(os.path.join(runs, "ddp", "summary.json")) as f:
+        ddp = json.load(f)
+    with open(os.path.join(runs, "one", "summary.json")) as f:
+        ref = json.load(f)
+    assert ddp["world_size"] == 2 and ddp["fallback_ops"] == [] and ddp["training_fallback_ops"] == []
+    assert sorted(os.listdir(os.path.join(runs, "ddp"))) == ["ckpt.pt", "loss.png", "summary.json"]
+    for (s1, v1), (s2, v2) in zip(ddp["history"]["val_loss"], ref["history"]["val_loss"]):
+        assert s1 == s2 and abs(v1 - v2) <= 0.01 * v2, (s1, v1, v2)
