@@ -36,6 +36,7 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -64,7 +65,8 @@ struct Completion {
   bool done = false;
   std::string error;  // empty on success
   // The Work's future, made by the first getFuture() (most collectives are never asked), and
-  // what completing it needs: the output tensors and the stream its events are recorded on.
+  // what completing it needs: the output tensors (held from then on only: our threads should
+  // not be the last owners of tensors) and the stream its events are recorded on.
   c10::intrusive_ptr<c10::ivalue::Future> future;
   std::vector<at::Tensor> outputs;
   c10::DeviceIndex device = -1;
@@ -96,12 +98,13 @@ struct Completion {
       fut->setErrorIfNeeded(std::current_exception());
     }
   }
-  c10::intrusive_ptr<c10::ivalue::Future> get_future() {
+  c10::intrusive_ptr<c10::ivalue::Future> get_future(const std::vector<at::Tensor>& values) {
     c10::intrusive_ptr<c10::ivalue::Future> fut;
     bool complete_now;
     {
       std::lock_guard<std::mutex> g(m);
       if (future) return future;
+      outputs = values;
       auto type = c10::ListType::create(c10::TensorType::get());
       future = device >= 0 ? c10::make_intrusive<c10::ivalue::Future>(
                                  type, std::vector<c10::Device>{c10::Device(kNeuron, device)})
@@ -352,7 +355,7 @@ class NeuronWork : public c10d::Work {
   }
   std::vector<at::Tensor> result() override { return outputs_; }
   uint64_t getSequencenumber() const override { return seq_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return done_->get_future(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return done_->get_future(outputs_); }
 
   // Device semantics: the current stream waits (the host returns at once). A barrier, or a
   // wait with a timeout, blocks the host instead, up to the timeout.
@@ -420,16 +423,35 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
   void setTimeout(ms timeout) override {
     options_->timeout = timeout;
-    data_->setTimeout(timeout);
-    meta_->setTimeout(timeout);
+    if (data_) data_->setTimeout(timeout);
+    if (meta_) meta_->setTimeout(timeout);
   }
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void eagerConnectSingleDevice(at::Device) override {}  // Gloo connected at construction
+  bool supportsSplitting() const override { return true; }
 
-  // Stops the threads after the queued work (each bounded by the group's timeout).
+  // dist.split_group: a new backend over new Gloo groups on the split's store, made by the same
+  // Python code as init_process_group's (nullptr on ranks outside `ranks`).
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override {
+    auto it = std::find(ranks.begin(), ranks.end(), rank_);
+    if (it == ranks.end()) return nullptr;
+    int group_rank = static_cast<int>(it - ranks.begin());
+    ms timeout = opts ? opts->timeout : options_->timeout;
+    std::string name = opts ? opts->group_name : std::string();
+    py::gil_scoped_acquire gil;
+    py::object make = py::module_::import("torch_neuronx.distributed").attr("_make_backend");
+    py::object backend = make(store, group_rank, static_cast<int>(ranks.size()), timeout, name);
+    return backend.cast<c10::intrusive_ptr<c10d::Backend>>();
+  }
+
+  // Stops the threads after the queued work (each bounded by the group's timeout), then drops
+  // the Gloo groups. All of it without the GIL: our threads and Gloo's may need it to run
+  // Python callbacks or to free tensors whose Python objects C++ keeps alive, and Gloo's
+  // destructor joins its threads.
   void shutdown() override {
-    std::optional<py::gil_scoped_release> nogil;  // then-callbacks on our threads take the GIL
+    std::optional<py::gil_scoped_release> nogil;
     if (Py_IsInitialized() && PyGILState_Check()) nogil.emplace();
     {
       std::lock_guard<std::mutex> g(m_);
@@ -447,6 +469,8 @@ class NeuronBackend : public c10d::Backend {
     for (auto& [key, worker] : peers_) worker->stop();
     waiter_.stop();
     completion_.stop();
+    data_.reset();
+    meta_.reset();
   }
 
   std::map<std::string, int64_t> stats() {
@@ -862,6 +886,7 @@ class NeuronBackend : public c10d::Backend {
   }
 
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override {
+    TORCH_CHECK(data_, "monitored_barrier: the process group has been destroyed");
     data_->monitoredBarrier(opts, waitAllRanks);
   }
 
@@ -1042,7 +1067,6 @@ class NeuronBackend : public c10d::Backend {
       job.producer = current_vnc_stream(job.device);
       job.ticket = vnc_stream_enqueued(job.producer);
     }
-    job.done->outputs = results;
     job.done->device = job.device;
     job.done->stream = job.producer;
     return job;
@@ -1197,9 +1221,11 @@ class NeuronBackend : public c10d::Backend {
         err = describe_failure(*job, e.what());
       }
     }
+    // Tensors are let go here, before the group may shut down (see shutdown()).
     job->after = nullptr;
     job->start = nullptr;
     job->keep.clear();
+    job->outputs.clear();
     job->staging = Staging();
     if (auto fut = job->done->finish(err)) complete_future(job->done, fut);
     if (job->type == OpType::SEND || job->type == OpType::RECV || job->type == OpType::RECVANYSOURCE) return;
@@ -1425,7 +1451,8 @@ void init_distributed(PyObject* module) {
                     std::string>(),
            py::arg("data"), py::arg("meta"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("group_name"))
-      .def("_stats", &NeuronBackend::stats);
+      .def("_stats", &NeuronBackend::stats)
+      .def("_timeout", [](NeuronBackend& b) { return b.getBackendOptions()->timeout; });
 }
 
 }  // namespace torch_neuronx

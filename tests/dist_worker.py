@@ -668,7 +668,7 @@ def scenario_torchrun_default():
 def scenario_mixed():
     """'cpu:gloo,neuron:neuron': CPU tensors go to Gloo, neuron tensors to the neuron backend."""
     os.environ.setdefault("LOCAL_RANK", str(RANK))
-    init("cpu:gloo,neuron:neuron")
+    init("cpu:gloo,neuron:neuron", device_id=torch.device(DEV, RANK % torch.neuron.device_count()))
     pg = dist.distributed_c10d._get_default_group()
     c = torch.full((3,), float(RANK + 1))
     d = torch.full((3,), float(RANK + 1), device=DEV)
@@ -680,7 +680,17 @@ def scenario_mixed():
     sub = dist.new_group(list(range(WORLD)))
     e = torch.ones(2, device=DEV)
     dist.all_reduce(e, group=sub)
+    pair = dist.split_group(split_ranks=[list(range(WORLD))])
+    singles = dist.split_group(split_ranks=[[r] for r in range(WORLD)])
+    f = torch.full((2,), float(RANK + 1), device=DEV)
+    dist.all_reduce(f, group=pair)
+    g = torch.full((2,), float(RANK + 1), device=DEV)
+    dist.all_reduce(g, group=singles)
+    fc = torch.ones(2)
+    dist.all_reduce(fc, group=pair)
     report({"cpu": c.tolist(), "neuron": d.cpu().tolist(), "objs": objs, "sub": e.cpu().tolist(),
+            "split_pair": f.cpu().tolist(), "split_single": g.cpu().tolist(), "split_cpu": fc.tolist(),
+            "split_backend": type(pair._get_backend(torch.device(DEV))).__name__,
             "cpu_backend": type(pg._get_backend(torch.device("cpu"))).__name__,
             "neuron_backend": type(pg._get_backend(torch.device(DEV))).__name__})
     dist.destroy_process_group()

@@ -28,11 +28,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), children first found by parent id."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 def kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """Kills `proc`, its session and every descendant (torchrun's workers live in sessions
+    of their own), so no process outlives a test."""
+    for pid in [proc.pid, *descendants(proc.pid)]:
+        for kill in (lambda p: os.killpg(p, signal.SIGKILL), lambda p: os.kill(p, signal.SIGKILL)):
+            try:
+                kill(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
     proc.wait()
 
 
@@ -89,6 +112,20 @@ def run_ranks(scenario: str, ranks=None, timeout: float = 120, env: dict | None 
     return reports, codes, outputs, elapsed
 
 
+def run_cmd(cmd: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """subprocess.run that also kills the command's descendants on timeout or failure."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        return subprocess.CompletedProcess(cmd, "timeout", out, err)
+    kill_group(proc)  # reaps anything left behind
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def describe(codes, outputs) -> str:
     return "\n".join(f"--- rank {r} (exit {codes.get(r)}):\n{outputs[r][-3000:]}" for r in outputs)
 
@@ -139,13 +176,17 @@ def test_torchrun_default_backend_resolves_to_neuron():
         assert rep["result"] == [3.0] * 3
 
 
-def test_mixed_cpu_gloo_neuron_group():
+def test_mixed_cpu_gloo_neuron_group_new_group_and_split_group():
     reports, codes, outputs, _ = run_ranks("mixed", timeout=90)
     assert all(c == 0 for c in codes.values()) and len(reports) == WORLD, describe(codes, outputs)
     for rep in reports.values():
         assert rep["cpu_backend"] == "ProcessGroupGloo" and rep["neuron_backend"] == "_NeuronBackend"
         assert rep["cpu"] == [3.0] * 3 and rep["neuron"] == [3.0] * 3
         assert rep["objs"] == [0, 1] and rep["sub"] == [2.0, 2.0]
+        # dist.split_group splits both backends
+        assert rep["split_backend"] == "_NeuronBackend"
+        assert rep["split_pair"] == [3.0, 3.0] and rep["split_cpu"] == [2.0, 2.0]
+        assert rep["split_single"] in ([1.0, 1.0], [2.0, 2.0])
 
 
 # ---------------------------------------------------------------- failures (group timeouts of a few seconds)
@@ -252,13 +293,11 @@ def test_train_gpt_under_torchrun_matches_one_rank_with_twice_the_batch(tmp_path
     one process with batch 2B (the ranks take the two halves of the same global batch)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     runs = str(tmp_path)
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                          f"--master_port={free_port()}", *_gpt_cmd(runs, "ddp", 8)],
-                         env=env, capture_output=True, text=True, timeout=240, start_new_session=True)
+    two = run_cmd([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                   f"--master_port={free_port()}", *_gpt_cmd(runs, "ddp", 8)], env, timeout=240)
     assert two.returncode == 0, two.stdout[-3000:] + two.stderr[-3000:]
     assert two.stdout.count("val loss") >= 3 and "DDP: 2 ranks x 8" in two.stdout  # rank 0 printed, once
-    one = subprocess.run([sys.executable, *_gpt_cmd(runs, "one", 16)], env=env, capture_output=True, text=True,
-                         timeout=240, start_new_session=True)
+    one = run_cmd([sys.executable, *_gpt_cmd(runs, "one", 16)], env, timeout=240)
     assert one.returncode == 0, one.stdout[-3000:] + one.stderr[-3000:]
     with open(os.path.join(runs, "ddp", "summary.json")) as f:
         ddp = json.load(f)

@@ -44,6 +44,14 @@ def _register_backend() -> None:
     import torch.distributed as dist
 
     _C._init_distributed()
+
+    class _Options(torch._C._distributed_c10d.Backend.Options):
+        """The backend's options as ``dist.split_group`` copies them (``copy.deepcopy``)."""
+
+        def __deepcopy__(self, memo):
+            return _Options(self.backend, self._timeout)
+
+    _C._NeuronBackend.options = property(lambda self: _Options(BACKEND_NAME, self._timeout()))
     if BACKEND_NAME.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["neuron"])
     _registered = True
@@ -85,15 +93,20 @@ def _create_backend(opts, backend_options=None):
     group id). Creates the two Gloo groups over prefixed keys of the group's store; raises
     PyTorch's store timeout error when a rank does not join within ``timeout``.
     """
-    from torch.distributed import PrefixStore, ProcessGroupGloo
-
     _select_device()
     _apply_thread_budget()
     timeout = opts.timeout if isinstance(opts.timeout, datetime.timedelta) else datetime.timedelta(seconds=1800)
-    rank, size, store = opts.group_rank, opts.group_size, opts.store
+    return _make_backend(opts.store, opts.group_rank, opts.group_size, timeout, str(opts.group_id))
+
+
+def _make_backend(store, rank: int, size: int, timeout: datetime.timedelta, group_name: str):
+    """A ``_NeuronBackend`` for group rank ``rank`` of ``size`` over ``store`` (also called by
+    the backend's C++ ``split`` for ``dist.split_group``)."""
+    from torch.distributed import PrefixStore, ProcessGroupGloo
+
     data = ProcessGroupGloo(PrefixStore("neuron_data/", store), rank, size, timeout)
     meta = ProcessGroupGloo(PrefixStore("neuron_meta/", store), rank, size, timeout)
-    return _C._NeuronBackend(data, meta, rank, size, timeout, str(opts.group_id))
+    return _C._NeuronBackend(data, meta, rank, size, timeout, group_name)
 
 
 def get_backend_stats(group=None) -> dict[str, int]:
