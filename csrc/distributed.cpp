@@ -72,18 +72,38 @@ struct Completion {
   c10::DeviceIndex device = -1;
   vnc_stream* stream = nullptr;
 
-  // Marks completion; returns the future to complete, if one was made already.
+  std::vector<vnc_hold*> holds;  // streams waiting for this collective
+
+  // Marks completion and releases the streams; returns the future to complete, if one was
+  // made already.
   c10::intrusive_ptr<c10::ivalue::Future> finish(std::string err) {
     c10::intrusive_ptr<c10::ivalue::Future> fut;
+    std::vector<vnc_hold*> waiting;
     {
       std::lock_guard<std::mutex> g(m);
       if (done) return fut;
       done = true;
       error = std::move(err);
       fut = future;
+      waiting.swap(holds);
     }
     cv.notify_all();
+    for (vnc_hold* h : waiting) release(h);
     return fut;
+  }
+  void add_hold(vnc_hold* h) {
+    {
+      std::lock_guard<std::mutex> g(m);
+      if (!done) {
+        holds.push_back(h);
+        return;
+      }
+    }
+    release(h);
+  }
+  void release(vnc_hold* h) {
+    std::string err = failure();
+    vnc_hold_release(h, err.empty() ? VNC_OK : VNC_ERR_KERNEL, err.c_str());
   }
   // Completes `fut` (on the calling thread, whose current stream of `device` must be `stream`).
   void complete(const c10::intrusive_ptr<c10::ivalue::Future>& fut) {
@@ -134,22 +154,20 @@ struct Completion {
   }
 };
 
-// A stream task that waits for a collective; its payload holds one owning shared_ptr*.
-std::shared_ptr<Completion>& payload_completion(void* payload) {
-  return **static_cast<std::shared_ptr<Completion>**>(payload);
-}
-vnc_status stream_wait_task(void* payload) {
-  Completion& c = *payload_completion(payload);
-  c.wait(std::nullopt);
-  std::string err = c.failure();
-  return err.empty() ? VNC_OK : vnc_set_error(VNC_ERR_KERNEL, "%s", err.c_str());
-}
-void stream_wait_release(void* payload) { delete *static_cast<std::shared_ptr<Completion>**>(payload); }
-
-// Makes `stream` wait for `c` (op names the collective in a failure).
+// Makes `stream` wait for `c`: a runtime hold that the collective's completion releases (from
+// Gloo's thread, which then wakes the stream's waiters directly), failing with the collective's
+// error (sticky, prefixed by `op`). Under NEURON_LAUNCH_BLOCKING=1 the host waits instead and
+// the error is raised here.
 void stream_wait(vnc_stream* stream, const char* op, const std::shared_ptr<Completion>& c) {
-  auto* owned = new std::shared_ptr<Completion>(c);
-  check(vnc_launch(stream, op, stream_wait_task, &owned, sizeof owned, stream_wait_release));
+  if (vnc_launch_blocking()) {
+    c->wait(std::nullopt);
+    std::string err = c->failure();
+    TORCH_CHECK(err.empty(), op, ": ", err);
+    return;
+  }
+  vnc_hold* h = nullptr;
+  check(vnc_stream_hold(stream, op, &h));
+  c->add_hold(h);
 }
 
 // ---------------------------------------------------------------- serial worker thread
@@ -1097,15 +1115,8 @@ class NeuronBackend : public c10d::Backend {
       uint64_t seq = ++seq_;
       job->record[0] = static_cast<int64_t>(seq);
       work = c10::make_intrusive<NeuronWork>(rank_, *job, host_wait, seq);
-      here = !busy_ && queue_.empty() && job->contiguous && broken_message().empty() && ticket_reached(*job) &&
-             (!job->check || predicted(*job));
-      if (here) {
-        busy_ = true;
-        if (job->check) {
-          advance_history(*job);
-          skips_ += 1;
-        }
-      } else {
+      here = queue_.empty() && claim_locked(*job);
+      if (!here) {
         queue_.push_back(job);
         if (!comm_thread_.joinable()) comm_thread_ = std::thread([this] { comm_loop(); });
         cv_.notify_all();
@@ -1117,6 +1128,21 @@ class NeuronBackend : public c10d::Backend {
 
   static bool ticket_reached(const Job& job) {
     return !job.producer || vnc_stream_completed(job.producer) >= job.ticket;
+  }
+
+  // Whether `job` may start on the thread at hand rather than the communication thread: nothing
+  // in flight, its producer's work has run, no staging copies and no fingerprint exchange due.
+  // If so, takes the issue slot (busy_) and advances the fingerprint history. m_ held.
+  bool claim_locked(const Job& job) {
+    if (busy_ || stopping_ || !job.contiguous || !ticket_reached(job) || (job.check && !predicted(job)) ||
+        !broken_message().empty())
+      return false;
+    busy_ = true;
+    if (job.check) {
+      advance_history(job);
+      skips_ += 1;
+    }
+    return true;
   }
 
   // The communication thread: one collective at a time, in call order.
