@@ -8,7 +8,7 @@ CPU tensors and the neuron backend on neuron tensors run in the same processes, 
 - all_reduce of one float32 (4 bytes): latency, the time until the result is usable (Gloo: the
   call returns; neuron: the call plus torch.neuron.synchronize()) (target <= 1.5x Gloo's time).
 
-Each figure is the best of several repeats (other load on the machine only adds time), Gloo and
+Each figure is the best of 15 (transfers) or 9 (latency) repeats (other load on the machine only adds time), Gloo and
 neuron alternating; rank 0 reports. Each rank gets one thread (OMP_NUM_THREADS=1, as torchrun
 sets for several ranks per host). An extra row shows back-to-back 4-byte all-reduces (neuron:
 queued on the stream, one synchronize at the end; Gloo: async_op=True, then every wait).
@@ -34,22 +34,19 @@ from harness import Result, print_results  # noqa: E402
 MiB = 1 << 20
 
 
-def _timed(fn, sync, iters: int) -> float:
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-        sync()
-    return (time.perf_counter() - t0) / iters
-
-
 def _batch_timed(fn, end, iters: int) -> float:
+    """Seconds per call of `iters` calls of fn, then end(), after a barrier."""
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()
     end()
     return (time.perf_counter() - t0) / iters
+
+
+def _timed(fn, sync, iters: int) -> float:
+    """Seconds per call of fn followed by sync()."""
+    return _batch_timed(lambda: (fn(), sync()), lambda: None, iters)
 
 
 def _pair(name, unit, cpu_fn, neuron_fn, iters, repeat, target, higher_is_better, scale, timer=None):
@@ -75,20 +72,21 @@ def _worker(rank: int, world: int, port: int, quick: bool, queue) -> None:
     dist.init_process_group("cpu:gloo,neuron:neuron", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     repeat = 3 if quick else 9
+    bw_repeat = 3 if quick else 15  # large transfers: cheap to repeat, and the noisiest
     results = []
     n = 64 * MiB // 4
     gib = 64 / 1024
     a_cpu, a_dev = torch.ones(n), torch.ones(n, device="neuron")
     results.append(_pair("all_reduce 64 MiB float32, bus bandwidth", "GiB/s",
                          lambda: dist.all_reduce(a_cpu), lambda: dist.all_reduce(a_dev),
-                         1, repeat, ">= 0.8", True, gib * 2 * (world - 1) / world))
+                         1, bw_repeat, ">= 0.8", True, gib * 2 * (world - 1) / world))
     del a_cpu, a_dev
     out_cpu, out_dev = torch.empty(n), torch.empty(n, device="neuron")
     in_cpu, in_dev = torch.ones(n // world), torch.ones(n // world, device="neuron")
     results.append(_pair("all_gather 64 MiB float32 output, bus bandwidth", "GiB/s",
                          lambda: dist.all_gather_into_tensor(out_cpu, in_cpu),
                          lambda: dist.all_gather_into_tensor(out_dev, in_dev),
-                         1, repeat, ">= 0.8", True, gib * (world - 1) / world))
+                         1, bw_repeat, ">= 0.8", True, gib * (world - 1) / world))
     del out_cpu, out_dev, in_cpu, in_dev
     s_cpu, s_dev = torch.ones(1), torch.ones(1, device="neuron")
     iters = 100 if quick else 300

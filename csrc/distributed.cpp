@@ -271,6 +271,11 @@ class Staging {
     views_.push_back(v);
     return as_bytes ? bytes(v.host) : v.host;
   }
+  std::vector<at::Tensor> add_all(const std::vector<at::Tensor>& ts, int role, bool as_bytes = false) {
+    std::vector<at::Tensor> out;
+    for (const auto& t : ts) out.push_back(add(t, role, as_bytes));
+    return out;
+  }
   void copy_in() {
     for (auto& v : views_)
       if (v.alias.defined() && (v.role & (kIn | kScratchIn))) v.host.copy_(v.alias);
@@ -528,7 +533,7 @@ class NeuronBackend : public c10d::Backend {
     job.start = [this, tensors, reduce, timeout = opts.timeout](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       Staging& st = job.staging;
       std::vector<at::Tensor> hs, v;
-      for (const auto& t : tensors) hs.push_back(st.add(t, kInOut));
+      hs = st.add_all(tensors, kInOut);
       for (const auto& h : hs) v.push_back(reduce.complex ? at::view_as_real(h) : h);
       st.copy_in();
       c10d::AllreduceCoalescedOptions o;
@@ -591,8 +596,7 @@ class NeuronBackend : public c10d::Backend {
     job.start = [this, outs, in = inputs[0], opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       Staging& st = job.staging;
       std::vector<at::Tensor> vi{st.add(in, kIn, true)};
-      std::vector<std::vector<at::Tensor>> vo(1);
-      for (const auto& o : outs) vo[0].push_back(st.add(o, kOut, true));
+      std::vector<std::vector<at::Tensor>> vo{st.add_all(outs, kOut, true)};
       st.copy_in();
       return data_->allgather(vo, vi, opts);
     };
@@ -629,9 +633,7 @@ class NeuronBackend : public c10d::Backend {
     job.record[3] = total_numel(inputs);
     job.start = [this, outputs, inputs, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       Staging& st = job.staging;
-      std::vector<at::Tensor> vi, vo;
-      for (const auto& t : inputs) vi.push_back(st.add(t, kIn, true));
-      for (const auto& t : outputs) vo.push_back(st.add(t, kOut, true));
+      std::vector<at::Tensor> vi = st.add_all(inputs, kIn, true), vo = st.add_all(outputs, kOut, true);
       st.copy_in();
       if (vi.empty()) return {};
       return data_->allgather_into_tensor_coalesced(vo, vi, opts);
@@ -659,13 +661,9 @@ class NeuronBackend : public c10d::Backend {
     job.record[3] = total_numel(inputs);
     job.start = [this, outputs, inputs, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       Staging& st = job.staging;
-      std::vector<at::Tensor> vi;
-      for (const auto& t : inputs) vi.push_back(st.add(t, kIn, true));
+      std::vector<at::Tensor> vi = st.add_all(inputs, kIn, true);
       std::vector<std::vector<at::Tensor>> vo;
-      for (const auto& l : outputs) {
-        vo.emplace_back();
-        for (const auto& t : l) vo.back().push_back(st.add(t, kOut, true));
-      }
+      for (const auto& l : outputs) vo.push_back(st.add_all(l, kOut, true));
       st.copy_in();
       if (vi.empty()) return {};
       return data_->allgather_coalesced(vo, vi, opts);
@@ -675,28 +673,17 @@ class NeuronBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override {
-    check_root("gather", opts.rootRank);
     TORCH_CHECK_VALUE(inputs.size() == 1, "gather: expected one input tensor, got ", inputs.size());
-    bool root = opts.rootRank == rank_;
-    std::vector<at::Tensor> outs = root && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
+    bool root = check_root("gather", opts.rootRank);
+    auto outs = root_list("gather", "gather_list", outputs, root, inputs[0]);
     Job job = make_job("gather", "c10d::gather_", OpType::GATHER, inputs, outs, outs);
-    if (root) {
-      TORCH_CHECK_VALUE(outputs.size() == 1, "gather: the root needs one list of output tensors");
-      check_list("gather", "gather_list", outs, inputs[0]);
-    } else {
-      TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "gather: gather_list must be empty on non-root ranks");
-    }
     job.record[3] = inputs[0].numel();
     job.record[4] = opts.rootRank;
     job.start = [this, outs, in = inputs[0], root, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
-      Staging& st = job.staging;
-      std::vector<at::Tensor> vi{st.add(in, kIn, true)};
+      std::vector<at::Tensor> vi{job.staging.add(in, kIn, true)};
       std::vector<std::vector<at::Tensor>> vo;
-      if (root) {
-        vo.emplace_back();
-        for (const auto& o : outs) vo[0].push_back(st.add(o, kOut, true));
-      }
-      st.copy_in();
+      if (root) vo.push_back(job.staging.add_all(outs, kOut, true));
+      job.staging.copy_in();
       return data_->gather(vo, vi, opts);
     };
     return enqueue(std::move(job));
@@ -705,28 +692,17 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
-    check_root("scatter", opts.rootRank);
     TORCH_CHECK_VALUE(outputs.size() == 1, "scatter: expected one output tensor, got ", outputs.size());
-    bool root = opts.rootRank == rank_;
-    std::vector<at::Tensor> ins = root && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>{};
+    bool root = check_root("scatter", opts.rootRank);
+    auto ins = root_list("scatter", "scatter_list", inputs, root, outputs[0]);
     Job job = make_job("scatter", "c10d::scatter_", OpType::SCATTER, ins, outputs, outputs);
-    if (root) {
-      TORCH_CHECK_VALUE(inputs.size() == 1, "scatter: the root needs one list of input tensors");
-      check_list("scatter", "scatter_list", ins, outputs[0]);
-    } else {
-      TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "scatter: scatter_list must be empty on non-root ranks");
-    }
     job.record[3] = outputs[0].numel();
     job.record[4] = opts.rootRank;
     job.start = [this, ins, out = outputs[0], root, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
-      Staging& st = job.staging;
-      std::vector<at::Tensor> vo{st.add(out, kOut, true)};
+      std::vector<at::Tensor> vo{job.staging.add(out, kOut, true)};
       std::vector<std::vector<at::Tensor>> vi;
-      if (root) {
-        vi.emplace_back();
-        for (const auto& t : ins) vi[0].push_back(st.add(t, kIn, true));
-      }
-      st.copy_in();
+      if (root) vi.push_back(job.staging.add_all(ins, kIn, true));
+      job.staging.copy_in();
       return data_->scatter(vo, vi, opts);
     };
     return enqueue(std::move(job));
@@ -797,8 +773,8 @@ class NeuronBackend : public c10d::Backend {
     job.start = [this, outputs, inputs, reduce, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       Staging& st = job.staging;
       std::vector<at::Tensor> hi, ho, gi, go;
-      for (const auto& t : inputs) hi.push_back(st.add(t, kIn));
-      for (const auto& t : outputs) ho.push_back(st.add(t, kOut));
+      hi = st.add_all(inputs, kIn);
+      ho = st.add_all(outputs, kOut);
       for (const auto& h : hi) gi.push_back(reduce.complex ? at::view_as_real(h) : h);
       for (const auto& h : ho) go.push_back(reduce.complex ? at::view_as_real(h) : h);
       st.copy_in();
@@ -976,9 +952,24 @@ class NeuronBackend : public c10d::Backend {
     }
   };
 
-  void check_root(const char* op, int64_t root) {
+  // Validates a root rank; returns whether this rank is the root.
+  bool check_root(const char* op, int64_t root) {
     TORCH_CHECK_VALUE(root >= 0 && root < size_, op, ": root rank ", root, " is out of range: the group has ranks 0 to ",
                       size_ - 1);
+    return root == rank_;
+  }
+
+  // The root's list of a gather or scatter, checked against `ref` (empty on other ranks).
+  static std::vector<at::Tensor> root_list(const char* op, const char* arg,
+                                           const std::vector<std::vector<at::Tensor>>& lists, bool root,
+                                           const at::Tensor& ref) {
+    if (!root) {
+      TORCH_CHECK_VALUE(lists.empty() || lists[0].empty(), op, ": ", arg, " must be empty on non-root ranks");
+      return {};
+    }
+    TORCH_CHECK_VALUE(lists.size() == 1, op, ": the root needs one ", arg);
+    check_list(op, arg, lists[0], ref);
+    return lists[0];
   }
 
   void check_peer(const char* op, const char* arg, int peer, int tag) {
