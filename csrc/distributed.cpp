@@ -9,11 +9,13 @@
 // Ordering (a device backend's stream semantics): a collective records its device's current
 // stream and the number of tasks enqueued there so far (the producer ticket) and is queued on
 // the group's communication thread. That thread waits for the ticket (the host does not),
-// checks the collective's fingerprint against the other ranks, runs the Gloo collective, copies
-// staged outputs back and marks the work complete. Work::wait() enqueues a task on the caller's
-// current stream that waits for completion and fails with the collective's error: the stream
-// waits, the host runs on, and a failure is raised at the next synchronisation naming the
-// collective (as a failed kernel is).
+// checks the collective's fingerprint against the other ranks and starts the Gloo collective;
+// Gloo's completion callback copies staged outputs back and completes the work. Work::wait()
+// puts a runtime hold on the caller's current stream, released at completion (failing with the
+// collective's error): the stream waits, the host runs on, and a failure is raised at the next
+// synchronisation naming the collective (as a failed kernel is). One collective of a group is
+// in flight at a time, in call order; one that is ready when called starts on the caller's
+// thread.
 //
 // Safety: Gloo aborts the process (an exception on its transport thread) when a rank receives
 // more bytes than it posted, and silently mixes up dtypes of equal size. Before a collective
@@ -58,7 +60,7 @@ using ms = std::chrono::milliseconds;
 
 // ---------------------------------------------------------------- completion
 
-// Completion state of one collective, shared by its job, its Work and stream wait tasks.
+// Completion state of one collective, shared by its job and its Work.
 struct Completion {
   std::mutex m;
   std::condition_variable cv;
