@@ -231,7 +231,7 @@ def _layer_norm(lw, node) -> bool:
     name = "aten::native_layer_norm"
     emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm(s, "{name}", {M}, {N}, {dtype_num(dt)}, {_ptr(a, rx)}, '  # noqa: E731
                       f'{_ptr(a, rw)}, {_ptr(a, rb)}, {c_double(eps)}, {_ptr(a, ry)}, {_ptr(a, rm)}, {_ptr(a, rr)}, '
-                      f'{dtype_num(dt)}));']
+                      f'{dtype_num(rm.dtype)}));']
     lw.prog.steps.append(Extern(name, emit, [r for r in (rx, rw, rb) if r is not None], [ry, rm, rr]))
     lw.values[node] = (ry, rm, rr)
     return True
@@ -242,7 +242,8 @@ def _layer_norm_backward(lw, node) -> bool:
     outs = node.meta["val"]
     rdy, rx, rm, rr, rw = (_opt_ref(lw, t) for t in (dy, x, mean, rstd, w))
     dt = rx.dtype
-    if dt not in FLOATS or any(r is not None and r.dtype != dt for r in (rdy, rm, rr, rw)) or \
+    if dt not in FLOATS or any(r is not None and r.dtype != dt for r in (rdy, rw)) or rm.dtype != rr.dtype or \
+            rm.dtype not in (dt, torch.float32) or \
             any(isinstance(t, torch.Tensor) and not t.is_contiguous() for t in outs):
         return False
     N = 1
@@ -253,7 +254,7 @@ def _layer_norm_backward(lw, node) -> bool:
     res = [lw.fresh_ref(t) if want and isinstance(t, torch.Tensor) else None for want, t in zip(wanted, outs)]
     name = "aten::native_layer_norm_backward"
     emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm_backward(s, "{name}", {M}, {N}, {dtype_num(dt)}, {_ptr(a, rdy)}, '  # noqa: E731
-                      f'{_ptr(a, rx)}, {_ptr(a, rm)}, {_ptr(a, rr)}, {dtype_num(dt)}, {_ptr(a, rw)}, '
+                      f'{_ptr(a, rx)}, {_ptr(a, rm)}, {_ptr(a, rr)}, {dtype_num(rm.dtype)}, {_ptr(a, rw)}, '
                       f'{_ptr(a, res[0])}, {_ptr(a, res[1])}, {_ptr(a, res[2])}));']
     lw.prog.steps.append(Extern(name, emit, [r for r in (rdy, rx, rm, rr, rw) if r is not None],
                                 [r for r in res if r is not None]))
@@ -485,40 +486,6 @@ def _sdpa_backward(lw, node) -> bool:
 
 LOWERINGS[aten._scaled_dot_product_fused_attention_overrideable.default] = _sdpa
 LOWERINGS[aten._scaled_dot_product_fused_attention_overrideable_backward.default] = _sdpa_backward
-
-
-# ---------------------------------------------------------------- batch norm
-# AOTAutograd's functional forms of batch norm have no kernel of their own on neuron (eager
-# would reach the CPU fallback through _native_batch_norm_legit). They are native_batch_norm
-# with the running statistics returned instead of updated in place: eager steps of exactly
-# the kernel eager mode runs.
-
-
-def _bn_functional(x, w, b, rm, rv, training, momentum, eps):
-    rm, rv = rm.clone(), rv.clone()
-    out, mean, invstd = torch.ops.aten.native_batch_norm(x, w, b, rm, rv, training, momentum, eps)
-    return out, mean, invstd, rm, rv
-
-
-def _bn_no_training(x, w, b, rm, rv, momentum, eps):
-    return torch.ops.aten.native_batch_norm(x, w, b, rm, rv, False, momentum, eps)
-
-
-def _bn_no_stats(x, w, b, training, momentum, eps):
-    return torch.ops.aten.native_batch_norm(x, w, b, None, None, training, momentum, eps)
-
-
-def _via(fn, name):
-    def lower(lw, node) -> bool:
-        lw.eager(node, fn=fn, name=name)
-        return True
-
-    return lower
-
-
-LOWERINGS[aten._native_batch_norm_legit_functional.default] = _via(_bn_functional, "aten::native_batch_norm")
-LOWERINGS[aten._native_batch_norm_legit_no_training.default] = _via(_bn_no_training, "aten::native_batch_norm")
-LOWERINGS[aten._native_batch_norm_legit.no_stats] = _via(_bn_no_stats, "aten::native_batch_norm")
 
 
 # ---------------------------------------------------------------- backward of views

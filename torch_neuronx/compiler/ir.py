@@ -85,7 +85,7 @@ def storage_numel(size, stride) -> int:
 class Buffer:
     """Memory a graph reads or writes. kind: ``input`` (graph argument ``input_index``),
     ``alloc`` (allocated by the executor with ``size``/``stride``), ``eager`` (the result of an
-    eager step)."""
+    eager step), ``const`` (a tensor the graph holds)."""
 
     id: int
     kind: str
@@ -172,6 +172,7 @@ class Loop:
     members: list = field(default_factory=list)
     stores: list = field(default_factory=list)  # (PW, TRef)
     closed: bool = False
+    write_backs: list = field(default_factory=list)  # (PW, input TRef): copy_ into a graph input
 
     def refs(self):
         seen = []
