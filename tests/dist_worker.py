@@ -267,6 +267,14 @@ def reduce_scatter_list_and_tensor():
     same(ocol, reference(R.SUM, full).reshape(WORLD, 4)[RANK])
     untouched(omd)
     untouched(imd)
+    # list form: strided inputs and output
+    chunks = [column_view(full[RANK][r * 4:(r + 1) * 4]) for r in range(WORLD)]
+    omd, ocol = column_view(torch.zeros(4))
+    dist.reduce_scatter(ocol, [c for _, c in chunks])
+    same(ocol, reference(R.SUM, full).reshape(WORLD, 4)[RANK])
+    untouched(omd)
+    for m, _ in chunks:
+        untouched(m)
 
 
 @check
@@ -309,6 +317,13 @@ def all_to_all_even_uneven_and_list():
         start = sum(rows(s, d) for d in range(RANK))
         expect.append(src_all[s][start:start + rows(s, RANK)])
     same(out, torch.cat(expect))
+    # strided (column) input and output, uneven splits
+    imd, icol = column_view(src_all[RANK][:, 0].contiguous())
+    omd, ocol = column_view(torch.zeros(sum(out_splits), dtype=torch.int64))
+    dist.all_to_all_single(ocol, icol, out_splits, in_splits)
+    same(ocol, torch.cat(expect)[:, 0])
+    untouched(omd)
+    untouched(imd)
     # list form with different sizes per peer, strided output
     in_list = [make_input(RANK * 10 + d, (RANK + d + 1,), torch.float32).to(DEV) for d in range(WORLD)]
     mds = [column_view(torch.zeros(s + RANK + 1)) for s in range(WORLD)]
