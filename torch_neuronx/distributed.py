@@ -59,11 +59,12 @@ def _register_backend() -> None:
 
 def _select_device() -> None:
     """Under a launcher (``LOCAL_RANK`` set), make ``neuron:LOCAL_RANK % device_count`` current
-    when the default group is created, as ``torch.cuda.set_device(local_rank)`` does by hand."""
+    when the default group is created, as ``torch.cuda.set_device(local_rank)`` does by hand.
+    A device the script made current itself (other than ``neuron:0``) is kept."""
     import torch.distributed as dist
 
     local_rank = os.environ.get("LOCAL_RANK")
-    if local_rank is None or dist.is_initialized():
+    if local_rank is None or dist.is_initialized() or _C._get_device() != 0:
         return
     count = torch.neuron.device_count()
     if count > 0:
