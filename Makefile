@@ -64,6 +64,7 @@ bench: .stamp-build
 	$(PY) bench/bench_device.py
 	$(PY) bench/bench_kernels.py
 	$(PY) bench/bench_compile.py
+	$(PY) bench/bench_dist.py
 
 clean:
 	rm -rf build .stamp-build $(VENV)/.stamp-deps

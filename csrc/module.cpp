@@ -15,6 +15,7 @@ bool strict_fallback();
 bool reduction_geometry(bool sum_like, const at::Tensor& self, const at::Tensor& out, at::IntArrayRef dims,
                         bool keepdim, vnc_iter* it);
 int add_jit_methods(PyObject* module);
+void init_distributed(PyObject* module);  // distributed.cpp (pybind11: c10d bindings)
 }  // namespace torch_neuronx
 
 namespace {
@@ -287,6 +288,14 @@ PyObject* py_debug_enqueue_failure(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+// Registers the c10d backend class (_NeuronBackend) once torch.distributed is imported.
+PyObject* py_init_distributed(PyObject* module, PyObject*) {
+  HANDLE_TH_ERRORS
+  init_distributed(module);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 // _reduction_geometry(sum_like, self, out, dims, keepdim) -> None (eager casts first) or
 // (shape, strides, dtypes): the reduction TensorIterator's geometry (innermost dim first, byte
 // strides per operand, operand 0 the output), for the compiler.
@@ -349,6 +358,7 @@ PyMethodDef methods[] = {
     {"_set_tracking_paused", py_set_tracking_paused, METH_O, nullptr},
     {"_set_strict", py_set_strict, METH_O, nullptr},
     {"_debug_enqueue_failure", py_debug_enqueue_failure, METH_VARARGS, nullptr},
+    {"_init_distributed", py_init_distributed, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_neuronx._C", "torch_neuronx native glue", -1, methods};

@@ -63,6 +63,9 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_storage=True, unsupported_dtype=None
     )
     _install_print_hook()
+    from . import distributed as _distributed  # the torch.distributed backend "neuron"
+
+    _distributed._register_backend()
     _registered = True
 
 
