@@ -48,6 +48,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 
 namespace torch_neuronx {
@@ -57,6 +58,29 @@ namespace py = pybind11;
 using c10d::OpType;
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
+
+// Python's exit. Once the interpreter has begun to shut down, Python ends any thread that takes
+// the GIL (pthread_exit, which unwinding through C++ frames turns into std::terminate). Our
+// threads (and Gloo's, in our callbacks) may hold the last reference of a tensor whose Python
+// object C++ owns, and releasing it takes the GIL: a script that ends with a collective in
+// flight (an exception mid-step, no destroy_process_group) would abort. An atexit hook
+// (torch_neuronx.distributed) closes this gate before the shutdown starts, waiting for
+// releases in progress; from then on such references are kept until the process ends.
+std::shared_mutex g_exit_m;
+bool g_python_exiting = false;
+
+// Runs `release` (which may drop Python-owned references) unless Python is exiting, in which
+// case `keep` is called to leak them instead; returns whether `release` ran.
+template <class Release, class Keep>
+bool release_unless_exiting(Release&& release, Keep&& keep) {
+  std::shared_lock<std::shared_mutex> g(g_exit_m);
+  if (g_python_exiting) {
+    keep();
+    return false;
+  }
+  release();
+  return true;
+}
 
 // ---------------------------------------------------------------- completion
 
@@ -1241,11 +1265,15 @@ class NeuronBackend : public c10d::Backend {
       }
     }
     // Tensors are let go here, before the group may shut down (see shutdown()).
-    job->after = nullptr;
-    job->start = nullptr;
-    job->keep.clear();
-    job->outputs.clear();
-    job->staging = Staging();
+    release_unless_exiting(
+        [&] {
+          job->after = nullptr;
+          job->start = nullptr;
+          job->keep.clear();
+          job->outputs.clear();
+          job->staging = Staging();
+        },
+        [&] { new JobPtr(job); });  // Python is exiting: kept (see g_exit_m)
     if (auto fut = job->done->finish(err)) complete_future(job->done, fut);
     if (job->type == OpType::SEND || job->type == OpType::RECV || job->type == OpType::RECVANYSOURCE) return;
     {
@@ -1282,8 +1310,12 @@ class NeuronBackend : public c10d::Backend {
   // next collective (the communication thread would then wait for itself).
   void complete_future(std::shared_ptr<Completion> c, c10::intrusive_ptr<c10::ivalue::Future> fut) {
     completion_.post([c, fut] {
-      if (c->stream) vnc_set_current_stream(c->stream);  // the future's events go on the issuing stream
-      c->complete(fut);
+      release_unless_exiting(
+          [&] {
+            if (c->stream) vnc_set_current_stream(c->stream);  // the future's events go on the issuing stream
+            c->complete(fut);  // may run Python callbacks
+          },
+          [&] { new std::pair<std::shared_ptr<Completion>, c10::intrusive_ptr<c10::ivalue::Future>>(c, fut); });
     });
   }
 
@@ -1472,6 +1504,12 @@ void init_distributed(PyObject* module) {
            py::arg("group_name"))
       .def("_stats", &NeuronBackend::stats)
       .def("_timeout", [](NeuronBackend& b) { return b.getBackendOptions()->timeout; });
+  // The atexit hook that closes the exit gate (see g_exit_m); idempotent.
+  m.def("_distributed_python_exiting", [] {
+    py::gil_scoped_release nogil;  // releases in progress may need the GIL to finish
+    std::unique_lock<std::shared_mutex> g(g_exit_m);
+    g_python_exiting = true;
+  });
 }
 
 }  // namespace torch_neuronx

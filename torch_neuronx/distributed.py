@@ -18,6 +18,7 @@ multi-host runs (Gloo's own variable).
 """
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 
@@ -44,6 +45,10 @@ def _register_backend() -> None:
     import torch.distributed as dist
 
     _C._init_distributed()
+    # Before the interpreter shuts down: collectives still in flight at exit (a script that ends
+    # by an exception mid-step) then keep their tensors instead of releasing them from a
+    # non-Python thread, which Python would end (see g_exit_m in csrc/distributed.cpp).
+    atexit.register(_C._distributed_python_exiting)
 
     class _Options(torch._C._distributed_c10d.Backend.Options):
         """The backend's options as ``dist.split_group`` copies them (``copy.deepcopy``)."""
