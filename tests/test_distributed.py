@@ -60,10 +60,11 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_ranks(scenario: str, ranks=None, timeout: float = 120, env: dict | None = None,
-              world: int = WORLD, torchrun: bool = False):
-    """Run `scenario` on `ranks` (default: all of `world`); returns (reports by rank,
-    return codes by rank, outputs by rank, elapsed seconds). Every process is killed at
-    `timeout` (a hang fails the test instead of blocking the suite)."""
+              world: int = WORLD, torchrun: bool = False, worker: str = WORKER):
+    """Run `scenario` of `worker` (a script taking the scenario name) on `ranks` (default: all
+    of `world`); returns (reports by rank, return codes by rank, outputs by rank, elapsed
+    seconds). Every process is killed at `timeout` (a hang fails the test instead of blocking
+    the suite)."""
     ranks = list(range(world)) if ranks is None else ranks
     out_dir = tempfile.mkdtemp(prefix="neuron_dist_")
     port = free_port()
@@ -76,7 +77,7 @@ def run_ranks(scenario: str, ranks=None, timeout: float = 120, env: dict | None 
     start = time.monotonic()
     if torchrun:
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",
-               f"--master_port={port}", WORKER, scenario]
+               f"--master_port={port}", worker, scenario]
         logs[0] = tempfile.TemporaryFile("w+")
         procs[0] = subprocess.Popen(cmd, env=base, stdout=logs[0], stderr=subprocess.STDOUT,
                                     start_new_session=True, text=True)
@@ -84,7 +85,7 @@ def run_ranks(scenario: str, ranks=None, timeout: float = 120, env: dict | None 
         for r in ranks:
             e = dict(base, RANK=str(r), LOCAL_RANK=str(r))
             logs[r] = tempfile.TemporaryFile("w+")
-            procs[r] = subprocess.Popen([sys.executable, WORKER, scenario], env=e, stdout=logs[r],
+            procs[r] = subprocess.Popen([sys.executable, worker, scenario], env=e, stdout=logs[r],
                                         stderr=subprocess.STDOUT, start_new_session=True, text=True)
     codes = {}
     try:

@@ -21,11 +21,14 @@ class Block(torch.nn.Module):
         self.dropout = dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        # The rows of qkv are head-major (q, k, v of head 0, then of head 1, ...), so a
+        # column-parallel split of qkv gives each rank whole heads (tensor parallel); sizes come
+        # from the projection, since sequence parallelism shards x along T.
+        h = self.qkv(self.ln1(x))
+        B, T = h.shape[:2]
+        q, k, v = h.unflatten(2, (-1, 3, self.qkv.in_features // self.heads)).transpose(1, 2).unbind(3)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
-        x = x + F.dropout(self.proj(y.transpose(1, 2).reshape(B, T, C)), self.dropout, self.training)
+        x = x + F.dropout(self.proj(y.transpose(1, 2).reshape(B, T, -1)), self.dropout, self.training)
         return x + F.dropout(self.out(F.gelu(self.fc(self.ln2(x)))), self.dropout, self.training)
 
 

@@ -1,0 +1,119 @@
+"""PyTorch's distributed stacks on `neuron`, 2 ranks: FSDP2, DTensor and tensor parallel,
+distributed checkpoints, pipelining, functional collectives (eager and compiled).
+
+Each scenario runs `tests/dist_stacks.py` once per rank (tests/test_distributed.py's
+`run_ranks`: a session per rank, everything killed at the timeout) and reads every rank's
+report; the ranks check their results against CPU PyTorch (or, for the mixed-precision
+policy, against the same policy in one process) and report the largest differences. Every
+stack must run without a CPU fallback. The 4-rank 2-D mesh is tests/dist_mesh_4ranks.py
+(`make test-dist-4`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import dist_stacks  # noqa: E402
+from test_distributed import WORLD, describe, run_ranks  # noqa: E402
+
+STACKS = os.path.join(HERE, "dist_stacks.py")
+
+
+def run_scenario(name: str, timeout: float = 180, **kw):
+    reports, codes, outputs, elapsed = run_ranks(name, timeout=timeout, worker=STACKS, **kw)
+    assert all(c == 0 for c in codes.values()) and len(reports) == len(codes), describe(codes, outputs)
+    return reports
+
+
+_cache: dict[str, dict | str] = {}
+
+
+def scenario_reports(name: str, timeout: float = 180) -> dict:
+    """Every rank's report of scenario `name`, run once per test session (a failed run fails
+    each of its checks with the same message, without running again)."""
+    if name not in _cache:
+        try:
+            _cache[name] = run_scenario(name, timeout)
+        except AssertionError as e:
+            _cache[name] = f"scenario {name} failed:\n{e}"
+    if isinstance(_cache[name], str):
+        pytest.fail(_cache[name])
+    return _cache[name]
+
+
+def check_result(scenario: str, check: str, timeout: float = 180) -> None:
+    reports = scenario_reports(scenario, timeout)
+    for rank, rep in sorted(reports.items()):
+        assert rep["fallback_ops"] == [], f"rank {rank}: CPU fallbacks {rep['fallback_ops']}"
+        result = rep["checks"].get(check)
+        assert result is not None, f"rank {rank}: {check} did not run"
+        assert "error" not in result, f"rank {rank}:\n{result.get('error')}"
+
+
+@pytest.mark.parametrize("check", dist_stacks.CHECK_NAMES["fsdp"])
+def test_fsdp2(check):
+    """fully_shard with reshard-after-forward on and off and with CPU offload (float32, against
+    one CPU process on the whole batch), and with a bf16/fp32 MixedPrecisionPolicy (against
+    the same policy in one process, bf16 tolerance)."""
+    check_result("fsdp", check)
+
+
+@pytest.mark.parametrize("check", dist_stacks.CHECK_NAMES["dtensor"])
+def test_dtensor_and_tensor_parallel(check):
+    """init_device_mesh('neuron'): redistribute between Shard, Replicate and Partial; DTensor
+    ops and their backward; the RNG tracker; parallelize_module on the main job's GPT
+    (ColwiseParallel, RowwiseParallel, SequenceParallel) against one CPU process."""
+    check_result("dtensor", check)
+
+
+@pytest.mark.parametrize("check", dist_stacks.CHECK_NAMES["pipeline"])
+def test_pipelining(check):
+    """torch.distributed.pipelining: the GPT in two stages, GPipe and 1F1B schedules over 4
+    microbatches, against one CPU process on the whole batch."""
+    check_result("pipeline", check)
+
+
+@pytest.mark.parametrize("check", dist_stacks.CHECK_NAMES["funcol"])
+def test_functional_collectives(check):
+    """Functional collectives in eager, and inside torch.compile(backend='neuron') graphs
+    (bitwise equal to eager; the graphs' metrics record the collectives)."""
+    check_result("funcol", check, timeout=300)
+
+
+def test_distributed_checkpoint_fsdp2_to_one_process():
+    """torch.distributed.checkpoint: an FSDP2-sharded GPT and its AdamW state saved by 2 ranks
+    and loaded by one process without a process group (world size 2 -> 1): every tensor equals
+    the full state at the save; the next loss equals the 2 ranks' next (mean) loss."""
+    ckpt = tempfile.mkdtemp(prefix="neuron_dcp_")
+    try:
+        saved = run_scenario("dcp_save", env={"DIST_CKPT_DIR": ckpt})
+        for rank, rep in saved.items():
+            assert rep["fallback_ops"] == [], rep["fallback_ops"]
+            assert rep["local_rows"]["blocks.0.fc.weight"] == 4 * dist_stacks.GPT["d"] // WORLD  # sharded
+        assert len(saved[0]["files"]) >= WORLD, saved[0]["files"]  # one data file per rank, metadata
+        loaded = run_scenario("dcp_load", ranks=[0], world=1, env={"DIST_CKPT_DIR": ckpt})[0]
+        assert loaded["fallback_ops"] == [], loaded["fallback_ops"]
+        assert loaded["on_device"]
+        assert loaded["keys"] > 30  # parameters, AdamW's step, exp_avg, exp_avg_sq, hyperparameters
+        assert loaded["mismatched"] == [] and loaded["missing"] == [], loaded
+        assert abs(loaded["next_loss"] - saved[0]["next_loss"]) <= 1e-5 * abs(saved[0]["next_loss"]), \
+            (loaded["next_loss"], saved[0]["next_loss"])
+    finally:
+        shutil.rmtree(ckpt, ignore_errors=True)
+
+
+def test_exit_with_a_collective_in_flight_is_an_ordinary_error_exit():
+    """A rank whose script ends by an exception while a collective is in flight (no
+    destroy_process_group) exits with status 1 and Python's traceback, never an abort from a
+    thread that touches Python during the interpreter's shutdown."""
+    reports, codes, outputs, _ = run_ranks("exit_in_flight", timeout=60, worker=STACKS)
+    assert codes[0] == 1, describe(codes, outputs)
+    assert "rank 0 ends with a collective in flight" in outputs[0], outputs[0][-2000:]
+    assert "terminate called" not in outputs[0], outputs[0][-2000:]
+    assert codes[1] == 0 and reports[1]["sum"] == [2.0, 2.0], describe(codes, outputs)
