@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "tier.h"
 #include "vnc/attention.h"
 #include "vnc/threadpool.h"
 
@@ -42,6 +43,7 @@ static void forward_pairs(void *ctx, int64_t p0, int64_t p1) {
   const vnc_attention *a = &t->a;
   const int64_t L = a->L, S = a->S, Ev = a->Ev;
   float *sc = malloc(sizeof(float) * (size_t)(L * S + 1));
+  const vnc_tier_ops *tier = vnc_tier();
   for (int64_t p = p0; p < p1; p++) {
     scores(a, p, sc);
     for (int64_t i = 0; i < L; i++) { /* rows become probabilities; a row with no finite score: zeros */
@@ -52,10 +54,8 @@ static void forward_pairs(void *ctx, int64_t p0, int64_t p1) {
         t->lse_out[p * L + i] = -INFINITY;
         continue;
       }
-      for (int64_t j = 0; j < S; j++) {
-        row[j] = expf(row[j] - m);
-        sum = sum + row[j];
-      }
+      tier->exp_shift(row, row, m, S);
+      for (int64_t j = 0; j < S; j++) sum = sum + row[j];
       t->lse_out[p * L + i] = m + logf(sum);
       for (int64_t j = 0; j < S; j++) row[j] = row[j] / sum;
     }
@@ -85,9 +85,9 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
       continue;
     }
     scores(a, p, pm);
-    for (int64_t i = 0; i < L * S; i++) { /* P from the saved logsumexp */
-      const float l = lse[i / S];
-      pm[i] = l == -INFINITY ? 0.0f : expf(pm[i] - l);
+    for (int64_t i = 0; i < L; i++) { /* P from the saved logsumexp */
+      if (lse[i] == -INFINITY) memset(pm + i * S, 0, sizeof(float) * (size_t)S);
+      else vnc_tier()->exp_shift(pm + i * S, pm + i * S, lse[i], S);
     }
     vnc_sgemm(1, 0, S, Ev, L, 1.0f, pm, S, dout, ldo, 0.0f, dv, t->dv.row_stride); /* dV = P^T dO */
     vnc_sgemm(0, 1, L, S, Ev, 1.0f, dout, ldo, rows(&a->v, H, p), a->v.row_stride, 0.0f, ds, S); /* dP = dO V^T */

@@ -16,8 +16,19 @@ typedef struct gemm_task {
   vnc_matrix A, B, C;
 } gemm_task;
 
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_init(void) { scipy_openblas_set_num_threads(vnc_num_threads()); }
+/* BLAS follows the pool's thread count, re-set on the first GEMM after it changes. */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_threads = 0;
+static void blas_sync_threads(void) {
+  const int n = vnc_num_threads();
+  if (__atomic_load_n(&blas_threads, __ATOMIC_ACQUIRE) == n) return;
+  pthread_mutex_lock(&blas_lock);
+  if (blas_threads != n) {
+    scipy_openblas_set_num_threads(n);
+    __atomic_store_n(&blas_threads, n, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&blas_lock);
+}
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
@@ -51,7 +62,7 @@ static const float *operand(const vnc_matrix *m, int64_t b, int64_t rows, int64_
 }
 
 static void run_float(gemm_task *t) {
-  pthread_once(&blas_once, blas_init);
+  blas_sync_threads();
   const int64_t M = t->M, N = t->N, K = t->K;
   float *ta = malloc(sizeof(float) * (size_t)max1(M * K));
   float *tb = malloc(sizeof(float) * (size_t)max1(K * N));
@@ -143,7 +154,7 @@ vnc_status vnc_gemm(vnc_stream *s, const char *op, int64_t batch, int64_t M, int
 
 void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  pthread_once(&blas_once, blas_init);
+  blas_sync_threads();
   scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                     (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }

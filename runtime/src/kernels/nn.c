@@ -5,6 +5,7 @@
 #include <string.h>
 #include "dtype.h"
 #include "internal.h"
+#include "tier.h"
 #include "vnc/nn.h"
 #include "vnc/threadpool.h"
 
@@ -41,9 +42,9 @@ static void softmax_rows(void *ctx, int64_t r0, int64_t r1) {
     int64_t o = r / t->out.inner, i = r % t->out.inner;
     load_row(&t->a, o, i, x);
     if (!t->backward) {
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n; j++) mx = (isnan(x[j]) || x[j] > mx) ? x[j] : mx;
-      for (int64_t j = 0; j < n; j++) y[j] = expf(x[j] - mx);
+      const vnc_tier_ops *tier = vnc_tier();
+      const float mx = tier->row_max(x, n);
+      tier->exp_shift(y, x, mx, n);
       float sum = vnc_canonical_sum(y, n);
       if (t->log) {
         float lse = logf(sum);
@@ -55,7 +56,8 @@ static void softmax_rows(void *ctx, int64_t r0, int64_t r1) {
       load_row(&t->b, o, i, y);
       if (t->log) {
         float gsum = vnc_canonical_sum(x, n);
-        for (int64_t j = 0; j < n; j++) y[j] = x[j] - expf(y[j]) * gsum;
+        vnc_tier()->exp_shift(y, y, 0.0f, n);
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] - y[j] * gsum;
       } else {
         float s3[STACK_ROW];
         float *gy = row_buffer(s3, n);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "dtype.h"
 #include "internal.h"
+#include "tier.h"
 #include "vnc/reduce.h"
 #include "vnc/threadpool.h"
 
@@ -87,30 +88,10 @@ static float pairwise_f(float *v, int64_t n);
 
 #define RUN 128 /* elements per 8-lane run */
 
-/* The canonical sum of one block of n <= VNC_REDUCE_BLOCK terms f(x[i]): runs of RUN
- * elements summed in 8 interleaved lanes (lane tree ((0+1)+(2+3))+((4+5)+(6+7))), run sums
- * combined pairwise. `kind`: 0 x, 1 x^2, 2 |x|^pw, 3 |x|; each after subtracting `shift`. */
+/* The canonical sum of one block (runs of 128 in 8 lanes, run sums pairwise): the tier's
+ * vectorised loop (tier_kernels.c). */
 static float lanes_sum_f(const float *x, int64_t n, int kind, float shift, float pw) {
-  float runs[VNC_REDUCE_BLOCK / RUN + 1];
-  int64_t nr = 0;
-  for (int64_t r0 = 0; r0 < n; r0 += RUN) {
-    int64_t m = n - r0 < RUN ? n - r0 : RUN;
-    float l[8] = {0};
-    if (kind == 0 && shift == 0.0f) { /* same lanes, written so the compiler vectorises */
-      const float *xr = x + r0;
-      int64_t i = 0;
-      for (; i + 8 <= m; i += 8)
-        for (int k = 0; k < 8; k++) l[k] += xr[i + k];
-      for (; i < m; i++) l[i & 7] += xr[i];
-    } else {
-      for (int64_t i = 0; i < m; i++) {
-        float v = x[r0 + i] - shift;
-        l[i & 7] += kind == 1 ? v * v : kind == 2 ? powf(fabsf(v), pw) : kind == 3 ? fabsf(v) : v;
-      }
-    }
-    runs[nr++] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-  }
-  return pairwise_f(runs, nr);
+  return vnc_tier()->block_sum(x, n, kind, shift, pw);
 }
 
 static float pairwise_f(float *v, int64_t n) {
