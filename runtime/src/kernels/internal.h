@@ -22,6 +22,8 @@ vnc_status vnc_launch_parallel(vnc_stream *s, const char *op, vnc_range_fn fn, i
 
 /* The canonical float sum of n contiguous floats (schedule of vnc/reduce.h). */
 float vnc_canonical_sum(const float *x, int64_t n);
+/* The canonical sum of (x[i] - shift)^2, each term rounded as computed alone. */
+float vnc_canonical_sum_sq(const float *x, int64_t n, float shift);
 
 /* Row-major float32 GEMM through BLAS: C = alpha * op(A) @ op(B) + beta * C. */
 void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

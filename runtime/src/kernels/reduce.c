@@ -423,7 +423,11 @@ vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, cons
   return vnc_launch(s, op_name, red_run, &t, sizeof t, NULL);
 }
 
-float vnc_canonical_sum(const float *x, int64_t n) {
+static float canonical_sum_kind(const float *x, int64_t n, int kind, float shift);
+float vnc_canonical_sum(const float *x, int64_t n) { return canonical_sum_kind(x, n, 0, 0.0f); }
+float vnc_canonical_sum_sq(const float *x, int64_t n, float shift) { return canonical_sum_kind(x, n, 1, shift); }
+
+static float canonical_sum_kind(const float *x, int64_t n, int kind, float shift) {
   float chunks[64], *cs = chunks;
   int64_t nc = (n + VNC_REDUCE_CHUNK - 1) / VNC_REDUCE_CHUNK;
   if (nc > 64) cs = malloc(sizeof(float) * (size_t)nc);
@@ -431,7 +435,7 @@ float vnc_canonical_sum(const float *x, int64_t n) {
     float blocks[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK];
     int64_t nb = 0, c0 = c * VNC_REDUCE_CHUNK, c1 = c0 + VNC_REDUCE_CHUNK < n ? c0 + VNC_REDUCE_CHUNK : n;
     for (int64_t b = c0; b < c1; b += VNC_REDUCE_BLOCK)
-      blocks[nb++] = lanes_sum_f(x + b, c1 - b < VNC_REDUCE_BLOCK ? c1 - b : VNC_REDUCE_BLOCK, 0, 0.0f, 0.0f);
+      blocks[nb++] = lanes_sum_f(x + b, c1 - b < VNC_REDUCE_BLOCK ? c1 - b : VNC_REDUCE_BLOCK, kind, shift, 0.0f);
     cs[c] = pairwise_f(blocks, nb);
   }
   float r = pairwise_f(cs, nc);

@@ -20,6 +20,9 @@ typedef struct vnc_tier_ops {
   float (*row_max)(const float *x, int64_t n);
   /* y[i] = exp(x[i] - shift) (vnc_expf). y may equal x. */
   void (*exp_shift)(float *y, const float *x, float shift, int64_t n);
+  /* Layer norm of a row: y[i] = (x[i] - mean) * rstd, then * w[i], then + b[i] (w, b may be
+   * NULL). y may equal x. */
+  void (*norm_row)(float *y, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b);
 } vnc_tier_ops;
 
 enum { VNC_TIER_BASELINE, VNC_TIER_AVX2, VNC_TIER_AVX512, VNC_TIER_COUNT };

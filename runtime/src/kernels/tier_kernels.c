@@ -123,6 +123,17 @@ static void exp_shift(float *y, const float *x, float shift, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = vnc_expf(x[i] - shift);
 }
 
+static void norm_row(float *y, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b) {
+  if (w && b)
+    for (int64_t i = 0; i < n; i++) y[i] = ((x[i] - mean) * rstd) * w[i] + b[i];
+  else if (w)
+    for (int64_t i = 0; i < n; i++) y[i] = ((x[i] - mean) * rstd) * w[i];
+  else if (b)
+    for (int64_t i = 0; i < n; i++) y[i] = ((x[i] - mean) * rstd) + b[i];
+  else
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd;
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define EW_KERNEL_ENTRY(CLS, TT, DT, COL, name) ew_##name##_##CLS,
@@ -134,4 +145,5 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .block_sum = block_sum,
     .row_max = row_max,
     .exp_shift = exp_shift,
+    .norm_row = norm_row,
 };
