@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuronx  # noqa: F401
-from harness import Result, best_seconds, cpu_sync, neuron_sync, print_results
+from harness import Result, best_pair, print_results
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 
@@ -33,8 +33,7 @@ def throughput(name, make, fn, work, unit, target="", repeat=None):
     repeat = repeat or REPEAT
     args_cpu = make("cpu")
     args_dev = make("neuron")
-    t_cpu = best_seconds(lambda: fn(*args_cpu), cpu_sync, repeat=repeat)
-    t_dev = best_seconds(lambda: fn(*args_dev), neuron_sync, repeat=repeat)
+    t_cpu, t_dev = best_pair(lambda: fn(*args_cpu), lambda: fn(*args_dev), repeat=repeat)
     return Result(name, unit, work / t_dev, work / t_cpu, t_cpu / t_dev, target)
 
 
@@ -43,8 +42,7 @@ def timed(name, make, fn, target="", repeat=None):
     repeat = repeat or REPEAT
     args_cpu = make("cpu")
     args_dev = make("neuron")
-    t_cpu = best_seconds(lambda: fn(*args_cpu), cpu_sync, repeat=repeat)
-    t_dev = best_seconds(lambda: fn(*args_dev), neuron_sync, repeat=repeat)
+    t_cpu, t_dev = best_pair(lambda: fn(*args_cpu), lambda: fn(*args_dev), repeat=repeat)
     return Result(name, "ms", t_dev * 1e3, t_cpu * 1e3, t_cpu / t_dev, target)
 
 

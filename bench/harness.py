@@ -42,6 +42,26 @@ def best_seconds(fn: Callable[[], None], sync: Callable[[], None], repeat: int =
 median_seconds = best_seconds  # the name earlier benchmarks used
 
 
+def best_pair(fn_cpu: Callable[[], None], fn_dev: Callable[[], None], repeat: int = 7,
+              warmup: int = 2) -> tuple[float, float]:
+    """Shortest wall times (CPU, neuron) in seconds, the two timed alternately so that both see
+    the same load of a shared machine."""
+    for _ in range(warmup):
+        fn_cpu()
+        fn_dev()
+        neuron_sync()
+    t_cpu, t_dev = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn_cpu()
+        t1 = time.perf_counter()
+        fn_dev()
+        neuron_sync()
+        t_dev.append(time.perf_counter() - t1)
+        t_cpu.append(t1 - t0)
+    return min(t_cpu), min(t_dev)
+
+
 def neuron_sync() -> None:
     torch.neuron.synchronize()
 

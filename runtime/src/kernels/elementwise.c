@@ -236,5 +236,5 @@ vnc_status vnc_elementwise(vnc_stream *s, const char *op_name, vnc_ew_op op, con
   for (int k = 0; k < it->nops; k++)
     if ((scalar_mask >> k) & 1) memcpy(t.scalars[k], scalars[k], sizeof t.scalars[k]);
   /* Scalars are read in their own dtype through the conversion path. */
-  return vnc_launch(s, op_name, ew_run, &t, sizeof t, NULL);
+  return (it->numel <= VNC_SMALL_TASK ? vnc_launch_small : vnc_launch)(s, op_name, ew_run, &t, sizeof t, NULL);
 }

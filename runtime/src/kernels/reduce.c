@@ -420,7 +420,7 @@ vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, cons
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot reduce over zero elements", op_name);
   if (t.O == 0) return VNC_OK;
   t.nchunks = t.R == 0 ? 1 : (t.R + VNC_REDUCE_CHUNK - 1) / VNC_REDUCE_CHUNK;
-  return vnc_launch(s, op_name, red_run, &t, sizeof t, NULL);
+  return (it->numel <= VNC_SMALL_TASK ? vnc_launch_small : vnc_launch)(s, op_name, red_run, &t, sizeof t, NULL);
 }
 
 static float canonical_sum_kind(const float *x, int64_t n, int kind, float shift);
