@@ -185,10 +185,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="3 runs per figure instead of 5")
     parser.add_argument("--only", default="", help="comma-separated groups: gemm,ew,rows,attn,gpt,overhead")
-    args = parser.parse_args()
-    if args.quick:
+    opts = parser.parse_args()
+    if opts.quick:
         REPEAT = 3
-    groups = set(args.only.split(",")) if args.only else {"gemm", "ew", "rows", "attn", "gpt", "overhead"}
+    groups = set(opts.only.split(",")) if opts.only else {"gemm", "ew", "rows", "attn", "gpt", "overhead"}
     results = []
     if "gemm" in groups:
         results.append(throughput("sgemm 1024x1024x1024",
@@ -206,7 +206,7 @@ def main() -> None:
         import bench_device  # per-op overhead, shared with the device benchmarks
 
         results.append(bench_device.add_overhead())
-    print_results("neuron kernel benchmarks", results, args.json)
+    print_results("neuron kernel benchmarks", results, opts.json)
 
 
 if __name__ == "__main__":

@@ -77,9 +77,12 @@ def test_threads_follow_torch():
         assert torch_neuronx.get_num_threads() == 1
         x = torch.randn(1 << 20)
         assert torch.equal(x.to("neuron").mul(2).cpu(), x * 2)  # kernels still run
+        a, b = torch.randn(700, 300).to("neuron"), torch.randn(300, 520).to("neuron")
+        one = [(a @ b).cpu(), (a.t() @ a).cpu(), x.to("neuron").sum().cpu()]
         torch.set_num_threads(3)
         assert torch_neuronx.get_num_threads() == 3
-        assert torch.equal(x.to("neuron").sum().cpu(), x.to("neuron").sum().cpu())
+        three = [(a @ b).cpu(), (a.t() @ a).cpu(), x.to("neuron").sum().cpu()]
+        assert all(torch.equal(p, q) for p, q in zip(one, three))  # GEMM tiles and sums fixed by the shape
     finally:
         torch.set_num_threads(before)
     assert torch_neuronx.get_num_threads() == before
