@@ -227,7 +227,7 @@ static partial combine(const red_task *t, partial *ps, int64_t n) {
  * For sums whose innermost iterator dim is an output dim (column sums), one pass over the
  * input rows serves TILE outputs. Each output still follows the canonical schedule exactly
  * (runs of RUN in 8 lanes, runs/blocks pairwise), so results equal the per-output path. */
-#define TILE 64
+#define TILE VNC_TILE_OUTPUTS
 
 static int tiled(const red_task *t) {
   const int in = t->it.nops - 1;
@@ -247,25 +247,30 @@ static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, i
   const int square = t->means != NULL;
   float blocks[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK + 1][TILE];
   float runs[VNC_REDUCE_BLOCK / RUN + 1][TILE];
-  float lanes[8][TILE], row[TILE], tmp[64];
+  float lanes[8][VNC_TILE_OUTPUTS], row[TILE], tmp[64];
   int64_t nb = 0;
   for (int64_t b = r0; b < r1; b += VNC_REDUCE_BLOCK) {
     int64_t bend = r1 - b < VNC_REDUCE_BLOCK ? r1 : b + VNC_REDUCE_BLOCK, nr = 0;
     for (int64_t q = b; q < bend; q += RUN) {
       int64_t qend = bend - q < RUN ? bend : q + RUN;
       memset(lanes, 0, sizeof lanes);
-      for (int64_t r = q; r < qend; r++) {
-        const char *p = base + red_offset(t, in, r);
-        const float *x = (const float *)p;
-        if (!direct) {
-          char *ptrs[2] = {(char *)row, (char *)p};
-          const int64_t strides[2] = {4, st0};
-          conv(NULL, ptrs, strides, nt, 0);
-          x = row;
+      if (direct && t->nred == 1) { /* rows at one stride: the tier's vectorised loop */
+        const int64_t rs = t->it.strides[in][t->red_dims[0]];
+        vnc_tier()->tile_run(lanes, (const float *)(base + q * rs), rs / 4, qend - q, nt, square ? shift : NULL);
+      } else {
+        for (int64_t r = q; r < qend; r++) {
+          const char *p = base + red_offset(t, in, r);
+          const float *x = (const float *)p;
+          if (!direct) {
+            char *ptrs[2] = {(char *)row, (char *)p};
+            const int64_t strides[2] = {4, st0};
+            conv(NULL, ptrs, strides, nt, 0);
+            x = row;
+          }
+          float *l = lanes[(r - q) & 7];
+          if (square) for (int64_t j = 0; j < nt; j++) { float v = x[j] - shift[j]; l[j] += v * v; }
+          else for (int64_t j = 0; j < nt; j++) l[j] += x[j];
         }
-        float *l = lanes[(r - q) & 7];
-        if (square) for (int64_t j = 0; j < nt; j++) { float v = x[j] - shift[j]; l[j] += v * v; }
-        else for (int64_t j = 0; j < nt; j++) l[j] += x[j];
       }
       for (int64_t j = 0; j < nt; j++)
         runs[nr][j] = ((lanes[0][j] + lanes[1][j]) + (lanes[2][j] + lanes[3][j])) +

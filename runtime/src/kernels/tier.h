@@ -10,12 +10,18 @@
 #include <stdint.h>
 #include "ew_classes.h"
 
+#define VNC_TILE_OUTPUTS 64 /* outputs per tile of the column sums */
+
 typedef struct vnc_tier_ops {
   const char *name;
   vnc_ew_kernel ew[VNC_EW_COUNT][EW_NCLS];
   /* The canonical sum of one block of n <= VNC_REDUCE_BLOCK terms f(x[i] - shift) (reduce.c);
    * kind: 0 x, 1 x^2, 2 |x|^pw, 3 |x|. */
   float (*block_sum)(const float *x, int64_t n, int kind, float shift, float pw);
+  /* One run of the tiled column sums (reduce.c): rows k < nrows of x (row k at x + k * ld)
+   * added to lanes[k % 8][j], j < nt; with shift, (x - shift[j])^2 is added instead. */
+  void (*tile_run)(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t ld, int64_t nrows, int64_t nt,
+                   const float *shift);
   /* Largest of x[0..n), NaN if any is NaN, -inf if n == 0. */
   float (*row_max)(const float *x, int64_t n);
   /* y[i] = exp(x[i] - shift) (vnc_expf). y may equal x. */

@@ -68,36 +68,75 @@ static float pairwise(float *v, int64_t n) {
   return n ? v[0] : 0.0f;
 }
 
+/* The lanes of one run: l[k] += f(x[i + k]) for i = 0, 8, 16, ... (m a multiple of 8). */
+#define RUN_LANES(l, xr, m, kind, shift)                                   \
+  do {                                                                     \
+    if ((kind) == 0)                                                       \
+      for (int64_t i_ = 0; i_ < (m); i_ += 8)                              \
+        for (int k_ = 0; k_ < 8; k_++) (l)[k_] += (xr)[i_ + k_];           \
+    else if ((kind) == 1)                                                  \
+      for (int64_t i_ = 0; i_ < (m); i_ += 8)                              \
+        for (int k_ = 0; k_ < 8; k_++) {                                   \
+          const float v_ = (xr)[i_ + k_] - (shift);                        \
+          (l)[k_] += v_ * v_;                                              \
+        }                                                                  \
+    else                                                                   \
+      for (int64_t i_ = 0; i_ < (m); i_ += 8)                              \
+        for (int k_ = 0; k_ < 8; k_++) (l)[k_] += fabsf((xr)[i_ + k_] - (shift)); \
+  } while (0)
+
+static float lane_tree(const float *l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+
 /* Runs of RUN elements summed in 8 interleaved lanes (lane tree ((0+1)+(2+3))+((4+5)+(6+7))),
- * run sums combined pairwise (the schedule of vnc/reduce.h). */
+ * run sums combined pairwise (the schedule of vnc/reduce.h). Four full runs are summed side by
+ * side: independent chains of additions, the same additions per lane, so the same bits. */
 static float block_sum(const float *x, int64_t n, int kind, float shift, float pw) {
   float runs[VNC_REDUCE_BLOCK / RUN + 1];
-  int64_t nr = 0;
-  for (int64_t r0 = 0; r0 < n; r0 += RUN) {
+  int64_t nr = 0, r0 = 0;
+  if (kind == 0) shift = 0.0f;
+  if (kind != 2) {
+    for (; r0 + 4 * RUN <= n; r0 += 4 * RUN) {
+      float l[4][8] = {{0}};
+      for (int64_t i = 0; i < RUN; i += 8)
+        for (int q = 0; q < 4; q++)
+          for (int k = 0; k < 8; k++) {
+            const float v = x[r0 + q * RUN + i + k] - shift;
+            l[q][k] += kind == 0 ? v : kind == 1 ? v * v : fabsf(v);
+          }
+      for (int q = 0; q < 4; q++) runs[nr++] = lane_tree(l[q]);
+    }
+  }
+  for (; r0 < n; r0 += RUN) {
     int64_t m = n - r0 < RUN ? n - r0 : RUN;
     float l[8] = {0};
     const float *xr = x + r0;
     int64_t i = 0;
-    if (kind == 0 && shift == 0.0f) {
-      for (; i + 8 <= m; i += 8)
-        for (int k = 0; k < 8; k++) l[k] += xr[i + k];
-    } else if (kind == 1) {
-      for (; i + 8 <= m; i += 8)
-        for (int k = 0; k < 8; k++) {
-          const float v = xr[i + k] - shift;
-          l[k] += v * v;
-        }
-    } else if (kind == 3) {
-      for (; i + 8 <= m; i += 8)
-        for (int k = 0; k < 8; k++) l[k] += fabsf(xr[i + k] - shift);
+    if (kind != 2) {
+      RUN_LANES(l, xr, m & ~(int64_t)7, kind, shift);
+      i = m & ~(int64_t)7;
     }
     for (; i < m; i++) {
       float v = xr[i] - shift;
       l[i & 7] += kind == 1 ? v * v : kind == 2 ? powf(fabsf(v), pw) : kind == 3 ? fabsf(v) : v;
     }
-    runs[nr++] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    runs[nr++] = lane_tree(l);
   }
   return pairwise(runs, nr);
+}
+
+static void tile_run(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t ld, int64_t nrows, int64_t nt,
+                     const float *shift) {
+  for (int64_t r = 0; r < nrows; r++) {
+    float *l = lanes[r & 7];
+    const float *xr = x + r * ld;
+    if (shift)
+      for (int64_t j = 0; j < nt; j++) {
+        const float v = xr[j] - shift[j];
+        l[j] += v * v;
+      }
+    else
+      for (int64_t j = 0; j < nt; j++) l[j] += xr[j];
+  }
 }
 
 /* ---------------------------------------------------------------- rows (softmax, attention) */
@@ -143,6 +182,7 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .name = TIER_STR(VNC_TIER_NAME),
     .ew = {VNC_EW_TABLE(EW_ROW)},
     .block_sum = block_sum,
+    .tile_run = tile_run,
     .row_max = row_max,
     .exp_shift = exp_shift,
     .norm_row = norm_row,
