@@ -34,7 +34,8 @@ static inline int32_t vnc_f_bits(float f) {
 
 /* Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, and expm1(r) by the degree-6 polynomial
  * of Cephes' expf (S. L. Moshier, Cephes Math Library): exp(r) = 1 + r + r^2 P(r). n is
- * rounded to nearest with the 1.5 * 2^23 trick; x must already be clamped to [-104, 88.73]. */
+ * rounded to nearest with the 1.5 * 2^23 trick; x must already be clamped to [-104, 88.73]
+ * (and not NaN: n is converted to an integer). */
 static inline float vnc_exp_reduce(float xc, float *n_out) {
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = xc - n * 0.693359375f;
@@ -54,7 +55,7 @@ static inline float vnc_exp_reduce(float xc, float *n_out) {
  * underflow 0. */
 static inline float vnc_expf(float x) {
   const float hi = 88.72283905206835f, lo = -103.97207708f;
-  float xc = x > hi ? hi : (x < lo ? lo : x), n;
+  float xc = x < hi ? (x > lo ? x : lo) : hi, n; /* NaN -> hi: the integer path never sees NaN */
   float y = vnc_exp_reduce(xc, &n) + 1.0f;
   int32_t ni = (int32_t)n, h = ni / 2;
   y = (y * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23);
@@ -68,7 +69,7 @@ static inline float vnc_expf(float x) {
  * About 2 ulp. */
 static inline float vnc_expm1f(float x) {
   const float hi = 88.72283905206835f;
-  float xc = x > hi ? hi : (x < -30.0f ? -30.0f : x), n;
+  float xc = x < hi ? (x > -30.0f ? x : -30.0f) : hi, n; /* NaN -> hi */
   const float em = vnc_exp_reduce(xc, &n);
   const int32_t ni = (int32_t)n, ns = ni > 24 ? 24 : ni, h = ni / 2;
   const float s = vnc_bits_f((ns + 127) << 23);
