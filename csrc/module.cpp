@@ -309,7 +309,7 @@ PyMethodDef methods[] = {
     {"_launch_blocking", py_launch_blocking, METH_NOARGS, nullptr},
     {"_num_threads", py_num_threads, METH_NOARGS, nullptr},
     {"_set_num_threads", py_set_num_threads, METH_O, nullptr},
-    {"_cpu_isa", py_cpu_isa, METH_NOARGS, nullptr},
+    {"_isa", py_cpu_isa, METH_NOARGS, nullptr},
     {"_cpu_isa_supported", py_cpu_isa_supported, METH_O, nullptr},
     {"_init", py_init, METH_NOARGS, nullptr},
     {"_get_device", py_get_device, METH_NOARGS, nullptr},

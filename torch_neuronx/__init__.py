@@ -112,7 +112,7 @@ def get_cpu_isa() -> str:
         RuntimeError: ``TORCH_NEURONX_ISA`` is set to another value.
     """
     _C._init()
-    return _C._cpu_isa()
+    return _C._isa()
 
 
 def _install_print_hook() -> None:
