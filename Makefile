@@ -63,6 +63,7 @@ demo: .stamp-build
 bench: .stamp-build
 	$(PY) bench/bench_device.py
 	$(PY) bench/run_tiers.py
+	$(PY) bench/bench_compile.py
 
 clean:
 	rm -rf build .stamp-build $(VENV)/.stamp-deps

@@ -18,6 +18,7 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -272,51 +273,107 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 // ---------------------------------------------------------------- copies
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  NEURON_TRACK("aten::copy_");
-  if (dst.numel() == 0) return dst;
-  TORCH_CHECK(!dst.is_conj() && !dst.is_neg(), "copy_ into a tensor with the conj/neg bit set is not supported on neuron");
-  at::Tensor src = self.resolve_conj().resolve_neg();
-  if (src.is_complex() && !dst.is_complex())
+// The same memory (storage, offset, sizes, strides) without the lazy conjugate/negative bits:
+// what a kernel reads by pointer.
+at::Tensor without_lazy_bits(const at::Tensor& t) {
+  if (!t.is_conj() && !t.is_neg()) return t;
+  at::Tensor raw(t.unsafeGetTensorImpl()->shallow_copy_and_detach(c10::VariableVersion(0), false));
+  raw._set_conj(false);
+  raw._set_neg(false);
+  return raw;
+}
+
+// Conjugates and/or negates t's stored values in place with the device's own kernels (t has no
+// lazy bits). Conjugation negates the imaginary parts: the second column of view_as_real.
+void apply_lazy_bits(const at::Tensor& t, bool conj, bool neg) {
+  if (conj && t.is_complex()) at::view_as_real(t).select(-1, 1).neg_();
+  if (neg) t.neg_();
+}
+
+// Copies stored values (any lazy bits are ignored) from s to d; one of them is on neuron.
+void copy_stored(const at::Tensor& s, const at::Tensor& d, bool non_blocking) {
+  if (s.is_complex() && !d.is_complex())
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
-  vnc_tensor d = to_vnc(dst), s = to_vnc(src);
-  bool dst_dev = dst.device().type() == kNeuron, src_dev = src.device().type() == kNeuron;
+  vnc_tensor dv = to_vnc(d), sv = to_vnc(s);
+  bool dst_dev = d.device().type() == kNeuron, src_dev = s.device().type() == kNeuron;
   if (dst_dev && src_dev) {
-    c10::DeviceGuard guard(dst.device());
-    vnc_stream* stream = stream_of(dst);
-    if (dst.device() == src.device()) {
-      if (d.data == s.data && dst.strides() == src.strides() && dst.sizes() == src.sizes() &&
-          dst.scalar_type() == src.scalar_type())
-        return dst;
-      at::assert_no_internal_overlap(dst);
-      at::assert_no_partial_overlap(dst, src);
+    c10::DeviceGuard guard(d.device());
+    vnc_stream* stream = stream_of(d);
+    if (d.device() == s.device()) {
+      if (dv.data == sv.data && d.strides() == s.strides() && d.sizes() == s.sizes() &&
+          d.scalar_type() == s.scalar_type())
+        return;
+      at::assert_no_internal_overlap(d);
+      at::assert_no_partial_overlap(d, s);
     } else {
-      // Cross-core: the copy runs on dst's stream after src's pending work.
+      // Cross-core: the copy runs on d's stream after s's pending work.
       vnc_event* ev = nullptr;
       check(vnc_event_create(0, &ev));
-      vnc_status st = vnc_event_record(ev, stream_of(src));
+      vnc_status st = vnc_event_record(ev, stream_of(s));
       if (st == VNC_OK) st = vnc_stream_wait_event(stream, ev);
       vnc_event_destroy(ev);
       check(st);
-      c10::impl::getDeviceGuardImpl(kNeuron)->recordDataPtrOnStream(src.storage().data_ptr(),
+      c10::impl::getDeviceGuardImpl(kNeuron)->recordDataPtrOnStream(s.storage().data_ptr(),
                                                                    c10_stream_of(stream));
     }
-    check(vnc_copy(stream, "aten::copy_", &d, &s));
-    return dst;
+    check(vnc_copy(stream, "aten::copy_", &dv, &sv));
+    return;
   }
   TORCH_INTERNAL_ASSERT(dst_dev || src_dev, "_copy_from called without a neuron tensor");
-  const at::Tensor& dev = dst_dev ? dst : src;
-  const at::Tensor& host = dst_dev ? src : dst;
-  TORCH_CHECK(host.is_cpu(), "copy_ between ", src.device(), " and ", dst.device(), " is not supported");
+  const at::Tensor& dev = dst_dev ? d : s;
+  const at::Tensor& host = dst_dev ? s : d;
+  TORCH_CHECK(host.is_cpu(), "copy_ between ", s.device(), " and ", d.device(), " is not supported");
   c10::DeviceGuard guard(dev.device());
   vnc_stream* stream = stream_of(dev);
-  check(vnc_copy(stream, "aten::copy_", &d, &s));
+  check(vnc_copy(stream, "aten::copy_", &dv, &sv));
   if (non_blocking && is_pinned_ptr(host.storage().data())) {
     keep_alive_until_done(stream, host.storage());  // the copy reads/writes it later
   } else {
     check(vnc_stream_synchronize(stream));  // pageable memory: synchronous, like CUDA
   }
+}
+
+// copy_ between a neuron tensor and a neuron or CPU tensor. Lazy bits (x.conj(), x.imag of a
+// conjugate, torch._neg_view) are flags over unchanged memory: dst's logical value must equal
+// self's, so dst stores self's stored values conjugated where exactly one of the two has the
+// conjugate bit and negated where exactly one has the negative bit (as ATen's copy_). The
+// values are copied as stored and fixed up on the device by the native neg kernel; resolving
+// them with resolve_conj() here would call copy_ again, without end.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  NEURON_TRACK("aten::copy_");
+  if (dst.numel() == 0) return dst;
+  const bool conj = self.is_conj() != dst.is_conj() && dst.is_complex();
+  const bool neg = self.is_neg() != dst.is_neg();
+  const at::Tensor s = without_lazy_bits(self), d = without_lazy_bits(dst);
+  if (!conj && !neg) {
+    copy_stored(s, d, non_blocking);
+  } else if (d.device().type() == kNeuron) {
+    copy_stored(s, d, non_blocking);
+    apply_lazy_bits(d, conj, neg);
+  } else {  // to the host: fix the values up on the device first
+    at::Tensor tmp = at::empty(s.sizes(), s.options().dtype(d.scalar_type()));
+    copy_stored(s, tmp, false);
+    apply_lazy_bits(tmp, conj, neg);
+    copy_stored(tmp, d, non_blocking);
+  }
   return dst;
+}
+
+// conj_physical: the values with their imaginary parts negated (ATen's conj_physical.out, the
+// kernel behind conj_physical, _conj_physical and resolve_conj's callers); real dtypes copy.
+at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
+  NEURON_TRACK("aten::conj_physical");
+  TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), "result type ", self.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+  at::native::resize_output(out, self.sizes());
+  out.copy_(self);
+  if (self.is_complex()) apply_lazy_bits(without_lazy_bits(out), true, false);
+  return out;
+}
+at::Tensor& conj_physical_(at::Tensor& self) {
+  NEURON_TRACK("aten::conj_physical_");
+  if (self.is_complex()) apply_lazy_bits(without_lazy_bits(self), true, false);
+  return self;
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
@@ -551,9 +608,34 @@ bool same_alias_set(const c10::AliasInfo* a, const c10::AliasInfo* b) {
   return a && b && a->beforeSets() == b->beforeSets();
 }
 
+// Ops whose CPU fallback is running on this thread, outermost first. A fallback moves its
+// arguments and results with native copies only, so an op that reaches its own fallback again
+// (or a chain deeper than kMaxFallbackNesting) is a loop through a missing kernel: it raises
+// instead of recursing until the stack overflows.
+thread_local std::vector<std::string> g_fallback_chain;
+constexpr size_t kMaxFallbackNesting = 4;
+
+struct FallbackScope {
+  explicit FallbackScope(const std::string& name) {
+    bool reentered = std::find(g_fallback_chain.begin(), g_fallback_chain.end(), name) != g_fallback_chain.end();
+    if (reentered || g_fallback_chain.size() >= kMaxFallbackNesting) {
+      std::string chain;
+      for (const auto& n : g_fallback_chain) chain += n + " -> ";
+      TORCH_CHECK(false, "Operator '", name, "' re-entered the neuron CPU fallback (", chain, name,
+                  "): a neuron kernel this fallback needs is missing, so it would recurse without end. "
+                  "Please report this as a bug of torch_neuronx.");
+    }
+    g_fallback_chain.push_back(name);
+  }
+  ~FallbackScope() { g_fallback_chain.pop_back(); }
+  FallbackScope(const FallbackScope&) = delete;
+  FallbackScope& operator=(const FallbackScope&) = delete;
+};
+
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = schema.operator_name().name;
+  FallbackScope scope(name);
   for (const auto& ret : schema.returns())
     TORCH_CHECK(!(ret.alias_info() && !ret.alias_info()->isWrite()), "Operator '", name,
                 "' returns a view but has no neuron kernel; the CPU fallback cannot keep its "
@@ -681,6 +763,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("conj_physical.out", TORCH_FN(conj_physical_out));
+  m.impl("conj_physical_", TORCH_FN(conj_physical_));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
@@ -696,6 +780,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_", TORCH_FN(random_default));
   m.impl("bernoulli_.float", TORCH_FN(bernoulli_scalar));
   m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor));
+}
+
+// _copy_from is where copies to and from neuron end (ATen's copy_ hands every device it does
+// not know to it). ATen's Conjugate and Negative fallbacks would resolve its lazy-bit arguments
+// with clone(), which copies through _copy_from again, without end; copy_from handles the
+// bits itself, so the two keys pass it through, as they pass copy_.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -44,6 +44,19 @@ static vnc_stream streams[VNC_MAX_DEVICES][VNC_STREAM_POOL_SIZE + 1];
 static atomic_uint pool_cursor[VNC_MAX_DEVICES];
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local vnc_stream *current_streams[VNC_MAX_DEVICES];
+/* The stream whose task this thread is running (NULL outside tasks). A launch onto that
+ * stream from inside its own task runs inline: the task is the stream's current work, so
+ * running the inner work now keeps the stream's order (compiled graphs call kernels so). */
+static _Thread_local vnc_stream *running_stream;
+
+/* Runs a task body on the calling thread as work of `s`. */
+static vnc_status run_as(vnc_stream *s, vnc_task_fn fn, void *payload) {
+  vnc_stream *outer = running_stream;
+  running_stream = s;
+  vnc_status st = fn(payload);
+  running_stream = outer;
+  return st;
+}
 
 /* An idle worker polls for up to SPIN_NS before it sleeps: back-to-back small launches then
  * cost no futex wake-up (the adaptive wait of a mutex); beyond that it blocks. */
@@ -83,7 +96,7 @@ static void *worker_main(void *arg) {
     if (!s->head) s->tail = NULL;
     int drop = !t->always_run && s->err != VNC_OK;
     pthread_mutex_unlock(&s->m);
-    vnc_status st = drop ? VNC_OK : t->fn(t->payload);
+    vnc_status st = drop ? VNC_OK : run_as(s, t->fn, t->payload);
     if (t->release) t->release(t->payload);
     pthread_mutex_lock(&s->m);
     if (st != VNC_OK && s->err == VNC_OK) {
@@ -213,13 +226,16 @@ vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void 
     if (release) release((void *)payload);
     return vnc_init();
   }
-  if (!vnc_launch_blocking()) return enqueue(s, op, fn, payload, payload_size, release, 0, NULL);
-  /* Synchronous mode: run after everything queued before, on this thread. */
-  vnc_stream_wait_ticket(s, vnc_stream_enqueued(s));
-  pthread_mutex_lock(&s->m);
-  int sticky = s->err != VNC_OK;
-  pthread_mutex_unlock(&s->m);
-  vnc_status st = sticky ? VNC_OK : fn((void *)payload);
+  const int inline_run = running_stream == s;
+  if (!inline_run && !vnc_launch_blocking()) return enqueue(s, op, fn, payload, payload_size, release, 0, NULL);
+  int sticky = 0;
+  if (!inline_run) { /* synchronous mode: run after everything queued before, on this thread */
+    vnc_stream_wait_ticket(s, vnc_stream_enqueued(s));
+    pthread_mutex_lock(&s->m);
+    sticky = s->err != VNC_OK;
+    pthread_mutex_unlock(&s->m);
+  }
+  vnc_status st = sticky ? VNC_OK : run_as(s, fn, (void *)payload);
   if (release) release((void *)payload);
   if (st != VNC_OK) {
     char msg[1024];
@@ -233,8 +249,8 @@ vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void 
 
 vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
                             size_t payload_size, vnc_release_fn release) {
-  if (payload_size > SMALL_PAYLOAD || vnc_in_bad_fork() || vnc_launch_blocking())
-    return vnc_launch(s, op, fn, payload, payload_size, release);
+  if (payload_size > SMALL_PAYLOAD || vnc_in_bad_fork() || vnc_launch_blocking() || running_stream == s)
+    return vnc_launch(s, op, fn, payload, payload_size, release); /* (inside s's own task: inline) */
   pthread_mutex_lock(&s->m);
   if (s->head || s->inline_busy || s->completed != s->enqueued) { /* busy: keep the order */
     pthread_mutex_unlock(&s->m);
@@ -246,7 +262,7 @@ vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const
   pthread_mutex_unlock(&s->m);
   _Alignas(16) unsigned char copy[SMALL_PAYLOAD];
   if (payload_size) memcpy(copy, payload, payload_size);
-  vnc_status st = drop ? VNC_OK : fn(copy);
+  vnc_status st = drop ? VNC_OK : run_as(s, fn, copy);
   if (release) release(copy);
   pthread_mutex_lock(&s->m);
   if (st != VNC_OK && s->err == VNC_OK) {

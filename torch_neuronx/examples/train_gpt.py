@@ -163,9 +163,9 @@ def check_compile_available() -> str | None:
 
     if "neuron" in torch._dynamo.list_backends():
         return None
-    return ('--compile: the torch.compile backend "neuron" is not available in this build yet '
-            f"(registered backends: {', '.join(torch._dynamo.list_backends())}). "
-            "Run without --compile (eager mode) for now.")
+    return ('--compile: the torch.compile backend "neuron" is not registered '
+            f"(registered backends: {', '.join(torch._dynamo.list_backends())}); its torch_dynamo_backends "
+            "entry point is missing: reinstall the package (pip install -e .) or run without --compile.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,6 +275,10 @@ def train(args, corpus, device, t_start: float) -> int:
         loss.backward()
         opt.step()
         pending.append((step, loss.detach()))
+        if step == 0 and args.compile:  # the first step compiles (forward and backward graphs)
+            sync(device)
+            timings["compile_s"] = time.perf_counter() - t0
+            train_time -= timings["compile_s"]  # tokens/s and step time are the steady state's
         last = step == args.steps - 1
         if len(pending) == 10 or last or (step + 1) % args.eval_every == 0:
             values = torch.stack([t for _, t in pending]).cpu().tolist()  # one host read
@@ -298,7 +302,8 @@ def train(args, corpus, device, t_start: float) -> int:
             t0 = time.perf_counter()
     bar.close()
     sync(device)
-    tokens_per_s = args.steps * tokens_per_step / train_time
+    steady_steps = args.steps - (1 if args.compile else 0)
+    tokens_per_s = steady_steps * tokens_per_step / train_time
     final_train = evaluate(model, train_eval_batches, device)
     final_val = val_hist[-1][1]
     peak = torch.neuron.max_memory_allocated(device) if is_neuron else None
@@ -350,6 +355,8 @@ def train(args, corpus, device, t_start: float) -> int:
         "initial_val_loss": initial_val, "final_val_loss": final_val, "final_train_loss": final_train,
         "last_step_loss": train_hist[-1][1],
         "tokens_per_s": tokens_per_s, "train_time_s": train_time, "wall_time_s": wall,
+        "step_time_ms": 1e3 * train_time / max(steady_steps, 1),
+        "compile_time_s": timings.get("compile_s"),
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "peak_device_memory_bytes": peak,
         "kernel_cache": torch_neuronx.get_plan_cache_stats(),
@@ -366,6 +373,9 @@ def train(args, corpus, device, t_start: float) -> int:
 
     print(f"\nval loss {initial_val:.4f} (untrained) -> {final_val:.4f}; train loss {final_train:.4f}; "
           f"{tokens_per_s:,.0f} tokens/s; {args.steps} steps in {train_time:.1f} s (wall {wall:.1f} s)")
+    if args.compile:
+        print(f"torch.compile: first step (compilation included) {timings['compile_s']:.1f} s; steady state "
+              f"{summary['step_time_ms']:.1f} ms per step")
     if peak is not None:
         print(f"peak device memory {peak / 2**20:.1f} MiB; kernel plan cache {summary['kernel_cache']}")
     print(f"CPU fallback during training: {len(training_fallback)} invocations"
