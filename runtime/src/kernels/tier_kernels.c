@@ -4,6 +4,8 @@
  * canonical block sum of reductions, and the row helpers of softmax and attention. */
 /* Integer bodies are generic over signedness: `b == -1` is simply false for unsigned T. */
 #pragma GCC diagnostic ignored "-Wtype-limits"
+/* 32-byte vector values are passed between static inline helpers only: no ABI is involved. */
+#pragma GCC diagnostic ignored "-Wpsabi"
 #include <math.h>
 #include <string.h>
 #include "tier.h"
@@ -68,58 +70,71 @@ static float pairwise(float *v, int64_t n) {
   return n ? v[0] : 0.0f;
 }
 
-/* The lanes of one run: l[k] += f(x[i + k]) for i = 0, 8, 16, ... (m a multiple of 8). */
-#define RUN_LANES(l, xr, m, kind, shift)                                   \
-  do {                                                                     \
-    if ((kind) == 0)                                                       \
-      for (int64_t i_ = 0; i_ < (m); i_ += 8)                              \
-        for (int k_ = 0; k_ < 8; k_++) (l)[k_] += (xr)[i_ + k_];           \
-    else if ((kind) == 1)                                                  \
-      for (int64_t i_ = 0; i_ < (m); i_ += 8)                              \
-        for (int k_ = 0; k_ < 8; k_++) {                                   \
-          const float v_ = (xr)[i_ + k_] - (shift);                        \
-          (l)[k_] += v_ * v_;                                              \
-        }                                                                  \
-    else                                                                   \
-      for (int64_t i_ = 0; i_ < (m); i_ += 8)                              \
-        for (int k_ = 0; k_ < 8; k_++) (l)[k_] += fabsf((xr)[i_ + k_] - (shift)); \
-  } while (0)
+/* The 8 lanes of the canonical schedule as one GCC/Clang vector value: lane-wise IEEE adds, so
+ * a register of 8 (AVX2, half of AVX-512) or two of 4 (SSE2) compute the same bits. */
+typedef float v8f __attribute__((vector_size(32)));
 
-static float lane_tree(const float *l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+static inline v8f load8(const float *p) {
+  v8f v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static float lane_tree(v8f l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+
+/* f(x - shift) of 8 elements: kind 0 x, 1 x^2. */
+#define TERM8(p, kind, sh) ((kind) == 0 ? load8(p) : (load8(p) - (sh)) * (load8(p) - (sh)))
 
 /* Runs of RUN elements summed in 8 interleaved lanes (lane tree ((0+1)+(2+3))+((4+5)+(6+7))),
- * run sums combined pairwise (the schedule of vnc/reduce.h). Four full runs are summed side by
- * side: independent chains of additions, the same additions per lane, so the same bits. */
+ * run sums combined pairwise (the schedule of vnc/reduce.h). Kinds 0 and 1 add four full runs
+ * side by side (independent chains, the same additions per lane); kinds 2 (|x|^p) and 3 (|x|)
+ * go element by element in the same lane order. */
 static float block_sum(const float *x, int64_t n, int kind, float shift, float pw) {
   float runs[VNC_REDUCE_BLOCK / RUN + 1];
   int64_t nr = 0, r0 = 0;
-  if (kind == 0) shift = 0.0f;
-  if (kind != 2) {
+  const v8f sh = {shift, shift, shift, shift, shift, shift, shift, shift};
+  if (kind == 0 || kind == 1) {
     for (; r0 + 4 * RUN <= n; r0 += 4 * RUN) {
-      float l[4][8] = {{0}};
-      for (int64_t i = 0; i < RUN; i += 8)
-        for (int q = 0; q < 4; q++)
-          for (int k = 0; k < 8; k++) {
-            const float v = x[r0 + q * RUN + i + k] - shift;
-            l[q][k] += kind == 0 ? v : kind == 1 ? v * v : fabsf(v);
-          }
-      for (int q = 0; q < 4; q++) runs[nr++] = lane_tree(l[q]);
+      v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+      const float *p = x + r0;
+      if (kind == 0) {
+        for (int64_t i = 0; i < RUN; i += 8) {
+          a0 += TERM8(p + i, 0, sh);
+          a1 += TERM8(p + RUN + i, 0, sh);
+          a2 += TERM8(p + 2 * RUN + i, 0, sh);
+          a3 += TERM8(p + 3 * RUN + i, 0, sh);
+        }
+      } else {
+        for (int64_t i = 0; i < RUN; i += 8) {
+          a0 += TERM8(p + i, 1, sh);
+          a1 += TERM8(p + RUN + i, 1, sh);
+          a2 += TERM8(p + 2 * RUN + i, 1, sh);
+          a3 += TERM8(p + 3 * RUN + i, 1, sh);
+        }
+      }
+      runs[nr++] = lane_tree(a0);
+      runs[nr++] = lane_tree(a1);
+      runs[nr++] = lane_tree(a2);
+      runs[nr++] = lane_tree(a3);
     }
   }
   for (; r0 < n; r0 += RUN) {
-    int64_t m = n - r0 < RUN ? n - r0 : RUN;
-    float l[8] = {0};
+    const int64_t m = n - r0 < RUN ? n - r0 : RUN;
     const float *xr = x + r0;
+    v8f a = {0};
     int64_t i = 0;
-    if (kind != 2) {
-      RUN_LANES(l, xr, m & ~(int64_t)7, kind, shift);
-      i = m & ~(int64_t)7;
-    }
+    if (kind == 0)
+      for (; i + 8 <= m; i += 8) a += TERM8(xr + i, 0, sh);
+    else if (kind == 1)
+      for (; i + 8 <= m; i += 8) a += TERM8(xr + i, 1, sh);
+    float l[8];
+    memcpy(l, &a, sizeof l);
     for (; i < m; i++) {
-      float v = xr[i] - shift;
+      const float v = xr[i] - (kind == 0 ? 0.0f : shift);
       l[i & 7] += kind == 1 ? v * v : kind == 2 ? powf(fabsf(v), pw) : kind == 3 ? fabsf(v) : v;
     }
-    runs[nr++] = lane_tree(l);
+    memcpy(&a, l, sizeof l);
+    runs[nr++] = lane_tree(a);
   }
   return pairwise(runs, nr);
 }
@@ -141,20 +156,26 @@ static void tile_run(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t l
 
 /* ---------------------------------------------------------------- rows (softmax, attention) */
 
-#define LANES 16
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+/* Lane-wise: v where v is NaN or above m, else m (NaN, once in a lane, stays). */
+static inline v8f max_nan(v8f m, v8f v) {
+  const v8i take = (v != v) | (v > m);
+  return (v8f)(((v8i)v & take) | ((v8i)m & ~take));
+}
 
 static float row_max(const float *x, int64_t n) {
-  float l[LANES];
-  for (int k = 0; k < LANES; k++) l[k] = -INFINITY;
+  const v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  v8f m0 = ninf, m1 = ninf;
   int64_t i = 0;
-  for (; i + LANES <= n; i += LANES)
-    for (int k = 0; k < LANES; k++) {
-      const float v = x[i + k];
-      l[k] = (v != v || v > l[k]) ? v : l[k];
-    }
-  for (; i < n; i++) l[0] = (x[i] != x[i] || x[i] > l[0]) ? x[i] : l[0];
-  float m = l[0];
-  for (int k = 1; k < LANES; k++) m = m != m ? m : (l[k] != l[k] || l[k] > m) ? l[k] : m;
+  for (; i + 16 <= n; i += 16) {
+    m0 = max_nan(m0, load8(x + i));
+    m1 = max_nan(m1, load8(x + i + 8));
+  }
+  m0 = max_nan(m0, m1);
+  float m = -INFINITY;
+  for (int k = 0; k < 8; k++) m = m != m ? m : (m0[k] != m0[k] || m0[k] > m) ? m0[k] : m;
+  for (; i < n; i++) m = m != m ? m : (x[i] != x[i] || x[i] > m) ? x[i] : m;
   return m;
 }
 
