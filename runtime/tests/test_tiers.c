@@ -181,24 +181,6 @@ static void elementwise_across_tiers(int ntiers, const char *const *names) {
   }
 }
 
-/* A reduction geometry over `dim` of a contiguous rows x cols float matrix. */
-static vnc_iter geometry(float *out, float *in, int64_t rows, int64_t cols, int dim) {
-  vnc_iter it;
-  memset(&it, 0, sizeof it);
-  it.nops = 2;
-  it.ndim = 2;
-  it.shape[0] = cols;
-  it.shape[1] = rows;
-  it.numel = rows * cols;
-  it.data[0] = (char *)out;
-  it.data[1] = (char *)in;
-  it.dtypes[0] = it.dtypes[1] = VNC_FLOAT32;
-  it.strides[1][0] = 4;
-  it.strides[1][1] = 4 * cols;
-  it.strides[0][0] = dim == 1 ? 0 : 4;
-  it.strides[0][1] = dim == 1 ? 4 : 0;
-  return it;
-}
 
 static void reductions_across_tiers(int ntiers, const char *const *names) {
   enum { R = 3, C = 70001, OUT = 4 * C + 8 * R + 5 * R * C };
@@ -211,9 +193,9 @@ static void reductions_across_tiers(int ntiers, const char *const *names) {
     memset(o, 0, sizeof(float) * OUT);
     for (int k = 0; k < 4; k++) {
       vnc_reduce_params rp = {.p = 2.0, .correction = 1.0};
-      vnc_iter it = geometry(o + k * C, m, R, C, 0); /* columns: the tiled path */
+      vnc_iter it = geometry(o + k * C, VNC_FLOAT32, m, R, C, 0); /* columns: the tiled path */
       CHECK_OK(vnc_reduce(S, "r", ops[k], &it, 1, &rp));
-      it = geometry(o + 4 * C + k * R, m, R, C, 1); /* rows of 70001: two chunks */
+      it = geometry(o + 4 * C + k * R, VNC_FLOAT32, m, R, C, 1); /* rows of 70001: two chunks */
       CHECK_OK(vnc_reduce(S, "r", ops[k], &it, 1, &rp));
     }
     float *sm = o + 4 * C + 4 * R;
@@ -275,7 +257,7 @@ static void canonical_schedule(int ntiers, const char *const *names) {
     int ok = 1;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
       float got = 0;
-      vnc_iter it = geometry(&got, x, 1, sizes[k], 1);
+      vnc_iter it = geometry(&got, VNC_FLOAT32, x, 1, sizes[k], 1);
       CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
       CHECK_OK(vnc_stream_synchronize(S));
       float want = canonical_ref(x, sizes[k]);
@@ -285,7 +267,7 @@ static void canonical_schedule(int ntiers, const char *const *names) {
     /* column sums (the tiled path) follow the same schedule per column */
     enum { ROWS = 2800, COLS = 70 }; /* within x */
     static float cols[COLS], col[ROWS];
-    vnc_iter it = geometry(cols, x, ROWS, COLS, 0);
+    vnc_iter it = geometry(cols, VNC_FLOAT32, x, ROWS, COLS, 0);
     CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
     CHECK_OK(vnc_stream_synchronize(S));
     ok = 1;

@@ -94,15 +94,7 @@ static float lanes_sum_f(const float *x, int64_t n, int kind, float shift, float
   return vnc_tier()->block_sum(x, n, kind, shift, pw);
 }
 
-static float pairwise_f(float *v, int64_t n) {
-  while (n > 1) {
-    int64_t h = 0;
-    for (int64_t i = 0; i + 1 < n; i += 2) v[h++] = v[i] + v[i + 1];
-    if (n & 1) v[h++] = v[n - 1];
-    n = h;
-  }
-  return n ? v[0] : 0.0f;
-}
+static float pairwise_f(float *v, int64_t n) { return vnc_pairwise_sum(v, n); }
 
 /* The partial of output o over reduced range [r0, r1). */
 static partial reduce_range(const red_task *t, int64_t o, int64_t r0, int64_t r1) {

@@ -33,6 +33,18 @@ typedef struct vnc_tier_ops {
 
 enum { VNC_TIER_BASELINE, VNC_TIER_AVX2, VNC_TIER_AVX512, VNC_TIER_COUNT };
 
+/* Combines v[0..n) pairwise in place: ((v0 + v1) + (v2 + v3)) + ... (the canonical schedule's
+ * combining step, shared by reduce.c and the tier tables). */
+static inline float vnc_pairwise_sum(float *v, int64_t n) {
+  while (n > 1) {
+    int64_t h = 0;
+    for (int64_t i = 0; i + 1 < n; i += 2) v[h++] = v[i] + v[i + 1];
+    if (n & 1) v[h++] = v[n - 1];
+    n = h;
+  }
+  return n ? v[0] : 0.0f;
+}
+
 extern const vnc_tier_ops vnc_tier_ops_baseline;
 #if defined(VNC_HAVE_X86_TIERS)
 extern const vnc_tier_ops vnc_tier_ops_avx2, vnc_tier_ops_avx512;

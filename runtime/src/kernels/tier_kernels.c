@@ -60,15 +60,6 @@ VNC_EW_TABLE(EW_DEF_OP)
 
 #define RUN 128 /* elements per 8-lane run */
 
-static float pairwise(float *v, int64_t n) {
-  while (n > 1) {
-    int64_t h = 0;
-    for (int64_t i = 0; i + 1 < n; i += 2) v[h++] = v[i] + v[i + 1];
-    if (n & 1) v[h++] = v[n - 1];
-    n = h;
-  }
-  return n ? v[0] : 0.0f;
-}
 
 /* The 8 lanes of the canonical schedule as one GCC/Clang vector value: lane-wise IEEE adds, so
  * a register of 8 (AVX2, half of AVX-512) or two of 4 (SSE2) compute the same bits. */
@@ -136,7 +127,7 @@ static float block_sum(const float *x, int64_t n, int kind, float shift, float p
     memcpy(&a, l, sizeof l);
     runs[nr++] = lane_tree(a);
   }
-  return pairwise(runs, nr);
+  return vnc_pairwise_sum(runs, nr);
 }
 
 static void tile_run(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t ld, int64_t nrows, int64_t nt,
