@@ -210,7 +210,7 @@ def test_cnn_training_matches_eager():
     le, pe = _train(a.to("neuron"), 10, data, False)
     lc, pc = _train(b.to("neuron"), 10, data, True)
     assert_compiled(allow_eager={"aten::convolution", "aten::convolution_backward",
-                                 "aten::native_batch_norm", "aten::native_batch_norm_backward",
+                                 "aten::_native_batch_norm_legit_functional", "aten::native_batch_norm_backward",
                                  "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
                                  "aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d_backward"})
     assert torch.equal(le, lc)
@@ -396,6 +396,16 @@ def test_cpu_inputs(neuron):
             print("ERR", e)
     """, env={"TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY": "1"})
     assert "Input tensor at index 1 is on cpu device" in proc.stdout
+
+
+def test_graph_constants_and_rng_state_calls(neuron):
+    def f(x):
+        torch.neuron.manual_seed(7)  # host state: a graph break, run eagerly
+        return x * torch.tensor([1.0, 2.0, 3.0], device="neuron") + torch.tensor([5, 6, 7]).to("neuron")
+
+    x = torch.randn(3, device=neuron)
+    assert_bitwise_equal(torch.compile(f, backend="neuron")(x), f(x))
+    assert_compiled()
 
 
 def test_stream_calls_inside_compiled_region(neuron):

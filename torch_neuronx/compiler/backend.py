@@ -15,6 +15,7 @@ import warnings
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import jit, metrics
 from .codegen import generate
@@ -200,6 +201,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         bw_compiler=lambda g, ex: compiler(g, ex, "backward"),
         inference_compiler=lambda g, ex: compiler(g, ex, "inference"),
         decompositions=_DECOMPS,
+        # saves fewer activations; pointwise ops are recomputed inside the backward's fused loops
+        partition_fn=min_cut_rematerialization_partition,
         keep_inference_input_mutations=False,
     )(gm, example_inputs)
     metrics.frame_end(mark)

@@ -37,6 +37,7 @@ class CompiledGraph:
         nbuf = len(prog.buffers)
         used_by_c = set()
         actions = []
+        seg_steps = {}
         segs = segments(prog.steps)
         starts = {a: (k, b) for k, (a, b) in enumerate(segs)}
         i = 0
@@ -46,6 +47,7 @@ class CompiledGraph:
                 refs = [r for s in prog.steps[i:b] for r in s.refs()]
                 used_by_c.update(r.buf.id for r in refs)
                 actions.append(("seg", module.symbol(f"seg_{k}") if module else 0, tables[k], refs))
+                seg_steps[len(actions) - 1] = prog.steps[i:b]
                 i = b
             else:
                 step = prog.steps[i]
@@ -66,14 +68,24 @@ class CompiledGraph:
                         last[x.buf.id] = max(last.get(x.buf.id, a), a)
         self.plan = []
         for a, (kind, what, table, _) in enumerate(actions):
+            # temporaries of one segment share an arena planned by liveness; the rest are tensors
+            internal = {b for b in (table or ()) if prog.buffers[b].kind == "alloc" and b not in keep
+                        and first[b] == a and last[b] == a}
+            arena = _plan_arena(prog, seg_steps[a], internal) if internal else (0, {})
             allocs = [prog.buffers[b] for b, f in first.items()
-                      if f == a and prog.buffers[b].kind == "alloc"]
-            frees = [b for b, l in last.items() if l == a and b not in keep and prog.buffers[b].kind != "input"]
-            self.plan.append((kind, what, table, allocs, frees))
+                      if f == a and prog.buffers[b].kind == "alloc" and b not in internal]
+            frees = [b for b, l in last.items() if l == a and b not in keep
+                     and prog.buffers[b].kind not in ("input", "const") and b not in internal]
+            if table is not None:
+                table = [(-1, arena[1][b]) if b in internal else (b, 0) for b in table]
+            self.plan.append((kind, what, (table, arena[0]), allocs, frees))
         self.out_leaves = out_leaves
         for b in prog.buffers:  # outputs never named by a step (pure views of inputs) need nothing
             if b.kind == "alloc" and b.id in keep and b.id not in first:
                 self.plan.insert(0, ("noop", None, None, [b], []))
+        # constants the graph holds; those on the host that C steps read move to the device once
+        self.consts = [(b, t.to(self.device) if t.device.type == "cpu" and b in used_by_c else t)
+                       for b, t in prog.consts.items()]
         self.cpu_checked = [b for b in prog.inputs if b is not None and b.id in used_by_c]
         self.read_by_c = used_by_c
         self.nbuf = nbuf
@@ -83,6 +95,8 @@ class CompiledGraph:
     def __call__(self, *call_args):
         args = _unbox(call_args)
         env = [None] * self.nbuf
+        for b, t in self.consts:
+            env[b] = t
         for b in self.prog.inputs:
             if b is not None:
                 env[b.id] = args[b.input_index]
@@ -95,12 +109,15 @@ class CompiledGraph:
                                        "(TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1 turns off copying it)")
                 env[b.id] = t.to(self.device)
         device = self.device
-        for kind, what, table, allocs, frees in self.plan:
+        for kind, what, seg, allocs, frees in self.plan:
             for b in allocs:
                 env[b.id] = torch.empty_strided(b.size, b.stride, dtype=b.dtype, device=device)
             if kind == "seg":
+                table, arena_bytes = seg
+                base = torch.empty(arena_bytes, dtype=torch.uint8, device=device).data_ptr() if arena_bytes else 0
+                # the arena is released at once: stream-ordered reuse waits for this task
                 _C._jit_launch(self.module.handle, what, self.dev_index, self.name,
-                               [env[j].data_ptr() for j in table])
+                               [base + off if j < 0 else env[j].data_ptr() for j, off in table])
             elif kind == "eager":
                 self._eager(what, env)
             for b in frees:
@@ -132,6 +149,36 @@ class CompiledGraph:
                 fixed.copy_(t)
                 t = fixed
             env[ref.buf.id] = t
+
+
+ARENA_ALIGN = 64
+
+
+def _plan_arena(prog, steps, internal) -> tuple:
+    """(arena bytes, {buffer id: byte offset}) for the temporaries of one segment: each lives
+    from the first to the last step naming it; a buffer takes the lowest aligned offset free of
+    every buffer whose life overlaps its own (largest first)."""
+    life = {}
+    for t, step in enumerate(steps):
+        for r in step.refs():
+            if r.buf.id in internal:
+                lo, hi = life.get(r.buf.id, (t, t))
+                life[r.buf.id] = (min(lo, t), max(hi, t))
+    size = {b: -(-max(prog.buffers[b].numel, 1) * prog.buffers[b].dtype.itemsize // ARENA_ALIGN) * ARENA_ALIGN
+            for b in life}
+    placed, offsets, total = [], {}, 0
+    for b in sorted(life, key=lambda b: (-size[b], b)):
+        lo, hi = life[b]
+        busy = sorted((o, o + size[c]) for c, o, (l2, h2) in placed if l2 <= hi and lo <= h2)
+        off = 0
+        for a0, a1 in busy:
+            if off + size[b] <= a0:
+                break
+            off = max(off, a1)
+        placed.append((b, off, (lo, hi)))
+        offsets[b] = off
+        total = max(total, off + size[b])
+    return total, offsets
 
 
 class EagerGraph:

@@ -85,7 +85,7 @@ def storage_numel(size, stride) -> int:
 class Buffer:
     """Memory a graph reads or writes. kind: ``input`` (graph argument ``input_index``),
     ``alloc`` (allocated by the executor with ``size``/``stride``), ``eager`` (the result of an
-    eager step)."""
+    eager step), ``const`` (a tensor the graph holds)."""
 
     id: int
     kind: str

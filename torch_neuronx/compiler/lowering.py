@@ -103,6 +103,7 @@ class Program:
         self.outputs = None
         self.eager_ops = []  # neuron ops run through their eager kernels
         self.host_ops = []  # ops on CPU tensors inside the graph (after .item(), on CPU scalars)
+        self.consts = {}  # buffer id -> tensor held by the graph
         self.device = None
 
     @property
@@ -244,8 +245,7 @@ class Lowerer:
             elif node.op == "output":
                 self.output(node)
             elif node.op == "get_attr":
-                self.values[node] = getattr(self.gm, node.target)
-                raise UnsupportedOp(node, "(a graph constant) is not supported by the neuron compiler")
+                self.constant(node)
             else:
                 raise UnsupportedOp(node, f"(FX op {node.op}) is not supported by the neuron compiler")
         return self.prog
@@ -265,6 +265,16 @@ class Lowerer:
                 raise DynamicShapes()
             self.values[node] = val
             self.prog.inputs.append(None)
+
+    def constant(self, node):
+        """A tensor the graph holds (a constant lifted by tracing): a buffer of its own."""
+        val = getattr(self.gm, node.target)
+        if not isinstance(val, torch.Tensor):
+            self.values[node] = val
+            return
+        b = self.new_buffer("const", val.dtype, val.shape, val.stride())
+        self.prog.consts[b.id] = val
+        self.values[node] = TRef(b, val.dtype, tuple(val.shape), tuple(val.stride()), 0)
 
     def call(self, node):
         target = node.target

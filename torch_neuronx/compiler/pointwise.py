@@ -88,8 +88,14 @@ class Rules:
             for ov in ("Tensor", "default", "Scalar"):
                 if hasattr(packet, ov) and not (name == "pow" and ov == "Scalar"):
                     r[getattr(packet, ov)] = lambda lw, n, out, row=row: ew(lw, row, [n.args[0], n.args[1]], out)
-        r[aten.add.Tensor] = lambda lw, n, out: ew(lw, "add", n.args[:2], out, _scalar_params(n.kwargs.get("alpha", 1)))
-        r[aten.sub.Tensor] = lambda lw, n, out: ew(lw, "sub", n.args[:2], out, _scalar_params(n.kwargs.get("alpha", 1)))
+        for ov in ("Tensor", "Scalar"):  # the Scalar overloads are add.Tensor with a wrapped number
+            for name in ("add", "sub"):
+                r[getattr(getattr(aten, name), ov)] = lambda lw, n, out, row=name: ew(
+                    lw, row, n.args[:2], out, _scalar_params(_arg(n, 2, "alpha", 1)))
+        r[aten.pow.Tensor_Tensor] = lambda lw, n, out: ew(lw, "pow", n.args[:2], out)
+        for ov in ("Tensor", "Scalar"):  # rsub(self, other, alpha) = other - alpha * self
+            r[getattr(aten.rsub, ov)] = lambda lw, n, out: ew(
+                lw, "sub", [n.args[1], n.args[0]], out, _scalar_params(_arg(n, 2, "alpha", 1)))
         r[aten.div.Tensor_mode] = self._div_mode
         for name in COMPARE:
             packet = getattr(aten, name)
@@ -145,7 +151,7 @@ class Rules:
         r[aten.pow.Tensor_Scalar] = self._pow_scalar
         r[aten.nan_to_num.default] = self._nan_to_num
         # Copies and casts: the value converted to the result's dtype.
-        for op in (aten._to_copy.default, aten.clone.default, aten.alias_copy.default,
+        for op in (aten._to_copy.default, aten.clone.default, aten.alias_copy.default, aten.lift_fresh_copy.default,
                    torch.ops.prims.convert_element_type.default):
             r[op] = self._cast
         r[aten.copy.default] = lambda lw, n, out: PW("cast", [lw.val(n.args[1], out.dtype)], out.dtype, out.dtype,
