@@ -6,27 +6,6 @@
 
 static vnc_stream *S;
 
-/* A reduction geometry over `dim` of a contiguous rows x cols float matrix (as
- * TensorIterator builds it: the output has stride 0 along the reduced dim). */
-static vnc_iter geometry(void *out, int32_t out_dt, float *in, int64_t rows, int64_t cols, int dim) {
-  vnc_iter it;
-  memset(&it, 0, sizeof it);
-  it.nops = 2;
-  it.ndim = 2;
-  it.shape[0] = cols;
-  it.shape[1] = rows;
-  it.numel = rows * cols;
-  it.data[0] = out;
-  it.data[1] = (char *)in;
-  it.dtypes[0] = out_dt;
-  it.dtypes[1] = VNC_FLOAT32;
-  int64_t es = (int64_t)vnc_dtype_size(out_dt);
-  it.strides[1][0] = 4;
-  it.strides[1][1] = 4 * cols;
-  it.strides[0][0] = dim == 1 ? 0 : es;
-  it.strides[0][1] = dim == 1 ? es : 0;
-  return it;
-}
 
 int main(void) {
   CHECK_OK(vnc_stream_get(0, 0, &S));
