@@ -517,7 +517,8 @@ def _run_cache_script(cache, n=1):
 def test_two_processes_compile_at_once_then_a_third_hits_the_cache(tmp_path):
     first = _run_cache_script(tmp_path, n=2)  # concurrent cold compiles of the same graphs
     assert first[0]["loss"] == first[1]["loss"]
-    assert all(r["compiles"] >= 1 for r in first)
+    # at least one compiled; the other compiled too, or found what the first had stored
+    assert sum(r["compiles"] for r in first) >= 1
     again = _run_cache_script(tmp_path)[0]
     assert again["compiles"] == 0 and all(again["hits"]), again
     assert again["loss"] == first[0]["loss"]
