@@ -6,6 +6,15 @@
 
 static vnc_stream *S;
 
+/* A fused producer: the squares of its input (the value a compiled graph would not store). */
+static void squares(void *ctx, char *const *in, const int64_t *st, int64_t n, void *out) {
+  (void)ctx;
+  for (int64_t i = 0; i < n; i++) {
+    float v = *(const float *)(in[0] + i * st[0]);
+    ((float *)out)[i] = v * v;
+  }
+}
+
 
 int main(void) {
   CHECK_OK(vnc_stream_get(0, 0, &S));
@@ -92,5 +101,21 @@ int main(void) {
   CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
   CHECK_OK(vnc_stream_synchronize(S));
   CHECK(fabs(total - N * (double)0.1f) / (N * 0.1) < 1e-6);
+
+  /* vnc_reduce_fused gives the bits of reducing the stored values (rows and columns). */
+  static float sq[R * C];
+  for (int i = 0; i < R * C; i++) sq[i] = (m[i] * 0.37f) * (m[i] * 0.37f);
+  static float ms[R * C];
+  for (int i = 0; i < R * C; i++) ms[i] = m[i] * 0.37f;
+  for (int dim = 0; dim < 2; dim++) {
+    float want[R > C ? R : C], got[R > C ? R : C];
+    it = geometry(want, VNC_FLOAT32, sq, R, C, dim);
+    CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+    it = geometry(got, VNC_FLOAT32, ms, R, C, dim);
+    CHECK_OK(vnc_reduce_fused(S, "sum", VNC_RED_SUM, &it, 1, NULL, VNC_FLOAT32, squares, NULL));
+    CHECK_OK(vnc_stream_synchronize(S));
+    CHECK(memcmp(want, got, sizeof(float) * (dim ? R : C)) == 0);
+  }
+  CHECK(vnc_reduce_fused(S, "sum", VNC_RED_SUM, &it, 1, NULL, VNC_FLOAT32, NULL, NULL) == VNC_ERR_INVALID_ARGUMENT);
   CHECK_DONE();
 }

@@ -56,9 +56,11 @@ def _reduction(vnc_op: str, sum_like: bool, name: str):
             dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
             keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
             dims = [] if dims is None else ([dims] if isinstance(dims, int) else list(dims))
-        inp = lw.ref(x)
-        if out.numel() == 0 or inp.numel == 0:
+        if out.numel() == 0 or x.meta["val"].numel() == 0:
             return False
+        if _fuse_reduction(lw, node, x, out, vnc_op, sum_like, name, dims, bool(keepdim)):
+            return True
+        inp = lw.ref(x)
         out_ref = lw.fresh_ref(out)
         geo = _C._reduction_geometry(sum_like, meta_of(inp), meta_of(out_ref), dims, bool(keepdim))
         if geo is None:
@@ -69,6 +71,135 @@ def _reduction(vnc_op: str, sum_like: bool, name: str):
         return True
 
     return lower
+
+
+def _fuse_reduction(lw, node, x, out, vnc_op, sum_like, name, dims, keepdim) -> bool:
+    """The reduction of a pending pointwise value, computed on the fly by its chain (no store):
+    when eager's TensorIterator order of the stored value can be reproduced (checked against
+    eager's own geometry) and the chain has no integer division (whose zero check needs the
+    kernel's fault path)."""
+    from .. import _C
+    from .ir import PW, FusedReduce, Load
+    from .pointwise import INT_FAULT_ROWS
+
+    v = lw.values.get(x)
+    loop = lw.loop_of.get(v) if isinstance(v, PW) else None
+    if loop is None or loop.closed or vnc_op not in ("SUM", "MEAN", "AMAX", "AMIN"):
+        return False
+    members, seen = [], set()
+
+    def visit(p):
+        if id(p) in seen or not isinstance(p, PW):
+            return
+        seen.add(id(p))
+        for i in p.inputs:
+            visit(i)
+        members.append(p)
+
+    visit(v)
+    if any(m.op in INT_FAULT_ROWS and not m.compute.is_floating_point for m in members):
+        return False
+    meta_v = x.meta["val"]
+    shape = tuple(meta_v.shape)
+    ndim = len(shape)
+    red = sorted({d % max(ndim, 1) for d in dims}) if dims else list(range(ndim))
+    # the output seen keepdim with stride 0 along reduced dims, as make_reduction restrides it
+    ost, k = [], 0
+    for d in range(ndim):
+        if d in red:
+            ost.append(0)
+            if keepdim:
+                k += 1
+        else:
+            ost.append(out.stride()[k] * out.element_size())
+            k += 1
+    ist = [st * meta_v.element_size() for st in meta_v.stride()]
+    as_meta = lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")  # noqa: E731
+    geo = _C._reduction_geometry(sum_like, as_meta(meta_v), as_meta(out), list(red), keepdim)
+    perm = [d for d in _ti_permutation(shape, [ost, ist]) if shape[d] != 1]
+    if geo is None or not perm or not any(d in red for d in perm) or \
+            _coalesce([shape[d] for d in perm], [[ost[d] for d in perm], [ist[d] for d in perm]]) != \
+            _coalesce(geo[0], geo[1]):
+        return False
+    out_ref = lw.fresh_ref(out)
+    loads = []
+    for m in members:
+        for i in m.inputs:
+            if isinstance(i, Load) and not any(i.ref is l.ref for l in loads):
+                loads.append(i)
+    lstrides = []
+    for l in loads:
+        bst = broadcast_strides(l.ref, shape)
+        lstrides.append([bst[d] * l.ref.dtype.itemsize for d in perm])
+    first_red = next(j for j, d in enumerate(perm) if d in red)
+    inner = [st[first_red] // l.ref.dtype.itemsize for st, l in zip(lstrides, loads)]
+    step = FusedReduce(vnc_op, name, out_ref, v, members, loads, [shape[d] for d in perm],
+                       [[ost[d] for d in perm]] + lstrides, inner)
+    lw.prog.steps.append(step)
+    lw.absorbed[node] = loop  # the reduction takes the value from the group: not stored for it
+    lw.values[node] = out_ref
+    return True
+
+
+def _ti_permutation(shape, strides):
+    """The order of dims (innermost first) TensorIterator::reorder_dimensions gives a reduction
+    whose operands have these byte strides (operand 0 the output, stride 0 along reduced
+    dims): reduced dims first, then by stride, ties by size (ATen's insertion sort)."""
+    n = len(shape)
+    perm = list(reversed(range(n)))
+
+    def should_swap(d0, d1):
+        for k, st in enumerate(strides):
+            s0, s1 = st[d0], st[d1]
+            if k == 0 and (s0 == 0) != (s1 == 0):
+                return 1 if s1 == 0 else -1
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    for i in range(1, n):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    return perm
+
+
+def _coalesce(shape, strides):
+    """TensorIterator's coalesce_dimensions (dims innermost first): merge a dim into the
+    previous one when every operand's strides chain; size-1 dims vanish."""
+    shape, strides = list(shape), [list(s) for s in strides]
+    if len(shape) <= 1:
+        return shape, strides
+    prev = 0
+    for dim in range(1, len(shape)):
+        def can(d0, d1):
+            if shape[d0] == 1 or shape[d1] == 1:
+                return True
+            return all(st[d0] * shape[d0] == st[d1] for st in strides)
+
+        if can(prev, dim):
+            if shape[prev] == 1:
+                for st in strides:
+                    st[prev] = st[dim]
+            shape[prev] *= shape[dim]
+        else:
+            prev += 1
+            if prev != dim:
+                for st in strides:
+                    st[prev] = st[dim]
+                shape[prev] = shape[dim]
+    return shape[:prev + 1], [st[:prev + 1] for st in strides]
 
 
 for _op, _kind, _sum, _name in (

@@ -30,6 +30,8 @@ typedef struct red_task {
   int64_t R, O, nchunks;
   float *means;   /* VAR second pass: per-output mean */
   partial *parts; /* O * nchunks */
+  vnc_reduce_producer producer; /* fused input (vnc_reduce_fused), else NULL */
+  void *pctx;
 } red_task;
 
 static int wants_max(vnc_reduce_op op) {
@@ -54,7 +56,10 @@ static int64_t red_offset(const red_task *t, int k, int64_t r) { return dims_off
 /* Input elements r0..r0+n-1 (reduced index order) of output o as float or int64: a
  * pointer into the input when they are already dense in the accumulation type, else
  * converted into buf. */
+static const void *produce_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf);
+
 static const void *load_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf) {
+  if (t->producer) return produce_run(t, o, r0, n, buf);
   const int in = t->it.nops - 1;
   const char *base = t->it.data[in] + outer_offset(t, in, o);
   const int32_t acc_dt = t->acc == ACC_F ? VNC_FLOAT32 : VNC_INT64;
@@ -78,6 +83,30 @@ static const void *load_run(const red_task *t, int64_t o, int64_t r0, int64_t n,
     char *ptrs[2] = {(char *)buf + done * acc_sz, (char *)base + off};
     const int64_t strides[2] = {acc_sz, t->nred ? t->it.strides[in][t->red_dims[0]] : 0};
     conv(NULL, ptrs, strides, run, 0);
+    done += run;
+  }
+  return buf;
+}
+
+/* The same elements computed by a fused producer from its inputs (operands nout..nops-1), a run
+ * along the innermost reduced dim at a time. */
+static const void *produce_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf) {
+  const int64_t acc_sz = t->acc == ACC_F ? 4 : 8;
+  char *ptrs[VNC_ITER_MAX_OPERANDS];
+  int64_t strides[VNC_ITER_MAX_OPERANDS];
+  int64_t done = 0;
+  while (done < n) {
+    int64_t run = n - done;
+    if (t->nred > 0) {
+      const int d0 = t->red_dims[0];
+      const int64_t idx = (r0 + done) % t->it.shape[d0];
+      if (t->it.shape[d0] - idx < run) run = t->it.shape[d0] - idx;
+    }
+    for (int k = t->nout; k < t->it.nops; k++) {
+      ptrs[k - t->nout] = t->it.data[k] + outer_offset(t, k, o) + red_offset(t, k, r0 + done);
+      strides[k - t->nout] = t->nred ? t->it.strides[k][t->red_dims[0]] : 0;
+    }
+    t->producer(t->pctx, ptrs, strides, run, (char *)buf + done * acc_sz);
     done += run;
   }
   return buf;
@@ -223,7 +252,7 @@ static partial combine(const red_task *t, partial *ps, int64_t n) {
 
 static int tiled(const red_task *t) {
   const int in = t->it.nops - 1;
-  return t->acc == ACC_F && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR) &&
+  return !t->producer && t->acc == ACC_F && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR) &&
          t->nouter > 0 && t->nred > 0 &&
          llabs(t->it.strides[in][t->outer_dims[0]]) < llabs(t->it.strides[in][t->red_dims[0]]);
 }
@@ -372,19 +401,39 @@ static vnc_status red_run(void *p) {
   return VNC_OK;
 }
 
+static vnc_status reduce_launch(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it, int nout,
+                                const vnc_reduce_params *params, int32_t in_dt, vnc_reduce_producer producer,
+                                void *pctx);
+
 vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it,
                       int nout, const vnc_reduce_params *params) {
-  if (op < 0 || op >= VNC_RED_COUNT)
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction %d", op_name, (int)op);
   if (nout < 1 || nout > 2 || it->nops != nout + 1)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: expected %d outputs and one input", op_name, nout);
+  return reduce_launch(s, op_name, op, it, nout, params, it->dtypes[it->nops - 1], NULL, NULL);
+}
+
+vnc_status vnc_reduce_fused(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it, int nout,
+                            const vnc_reduce_params *params, int32_t value_dtype, vnc_reduce_producer producer,
+                            void *ctx) {
+  if (nout < 1 || nout > 2 || it->nops <= nout || !producer)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: expected %d outputs, producer inputs and a producer", op_name,
+                         nout);
+  return reduce_launch(s, op_name, op, it, nout, params, value_dtype, producer, ctx);
+}
+
+static vnc_status reduce_launch(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it, int nout,
+                                const vnc_reduce_params *params, int32_t in_dt, vnc_reduce_producer producer,
+                                void *pctx) {
+  if (op < 0 || op >= VNC_RED_COUNT)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction %d", op_name, (int)op);
   red_task t;
   memset(&t, 0, sizeof t);
   t.it = *it;
   t.op = op;
   t.nout = nout;
+  t.producer = producer;
+  t.pctx = pctx;
   if (params) t.P = *params;
-  int32_t in_dt = it->dtypes[it->nops - 1];
   if (vnc_dtype_is_complex(in_dt))
     return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s is not implemented for %s", op_name, vnc_dtype_name(in_dt));
   int floating = vnc_dtype_is_floating(in_dt);
