@@ -649,4 +649,4 @@ def _view_backward(view):
 
 LOWERINGS[aten.select_backward.default] = _view_backward(lambda t, dim, index: t.select(dim, index))
 LOWERINGS[aten.slice_backward.default] = _view_backward(
-    lambda t, dim, start, end, step: t.slice(dim, start, end, step))
+    lambda t, dim, start, end, step: aten.slice.Tensor(t, dim, start, end, step))
