@@ -558,13 +558,32 @@ def _operand(addr: str, ref: TRef) -> str:
     return f"{{(float *)({addr}), {ref.stride[0]}, {ref.stride[1]}, {row}}}"
 
 
-def _attention_args(a, rq, rk, rv, causal, scale) -> str:
+def _attention_args(a, rq, rk, rv, causal, scale, rb=None) -> str:
+    """vnc_attention as transformer.cpp's attention_args; a float32 additive bias is read at its
+    strides expanded to (B, H, L, S) (bias_of's expand)."""
     B, H, L, E = rq.size
     S, Ev = rk.size[2], rv.size[3]
     sc = c_double(scale if scale is not None else 1.0 / (E ** 0.5))
+    bias = ".bias = NULL"
+    if rb is not None:
+        bst = ", ".join(map(str, broadcast_strides(rb, (B, H, L, S))))
+        bias = f".bias = (const float *)({a(rb)}), .bias_strides = {{{bst}}}"
     return (f"vnc_attention at = {{.B = {B}, .H = {H}, .L = {L}, .S = {S}, .E = {E}, .Ev = {Ev}, .scale = {sc}, "
             f".causal = {int(bool(causal))}, .q = {_operand(a(rq), rq)}, .k = {_operand(a(rk), rk)}, "
-            f".v = {_operand(a(rv), rv)}, .bias = NULL}};")
+            f".v = {_operand(a(rv), rv)}, {bias}}};")
+
+
+def _bias_ref(lw, bias, q_size, k_size):
+    """The attention bias as the fused kernel reads it, or None when there is none; False
+    when it is not a float32 tensor broadcastable to (B, H, L, S) (then eager's kernel runs)."""
+    if bias is None:
+        return None
+    rb = lw.ref(bias)
+    full = (q_size[0], q_size[1], q_size[2], k_size[2])
+    if rb.dtype != torch.float32 or len(rb.size) > 4 or any(
+            n not in (1, f) for n, f in zip(rb.size[::-1], full[::-1])):
+        return False
+    return rb
 
 
 def _sdpa_ok(*refs) -> bool:
@@ -579,16 +598,19 @@ def _sdpa(lw, node) -> bool:
     metas = node.meta["val"]
     rq, rk, rv = lw.ref(q), lw.ref(k), lw.ref(v)
     out, lse = metas[0], metas[1]
-    if bias is not None or dropout or not _sdpa_ok(rq, rk, rv) or out.dtype != torch.float32 or \
+    if dropout or not _sdpa_ok(rq, rk, rv) or out.dtype != torch.float32 or \
             not _rows_ok(tuple(out.shape), out.stride()) or not lse.is_contiguous():
+        return False
+    rb = _bias_ref(lw, bias, rq.size, rk.size)
+    if rb is False:
         return False
     ro, rl = lw.fresh_ref(out), lw.fresh_ref(lse)
     rest = [_fresh(lw, m) for m in metas[2:]]
     name = "aten::_scaled_dot_product_fused_attention_overrideable"
-    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale),  # noqa: E731
+    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale, rb),  # noqa: E731
                        f"vnc_attn_operand o = {_operand(ad(ro), ro)};",
                        f'VNC_JIT_TRY(vnc_rt->attention_forward(s, "{name}", &at, &o, (float *){_ptr(ad, rl)}));']
-    lw.prog.steps.append(Extern(name, emit, [rq, rk, rv], [ro, rl]))
+    lw.prog.steps.append(Extern(name, emit, [rq, rk, rv] + ([rb] if rb else []), [ro, rl]))
     lw.values[node] = tuple([ro, rl] + rest)
     return True
 
@@ -600,17 +622,20 @@ def _sdpa_backward(lw, node) -> bool:
     scale = node.kwargs.get("scale", a[16])
     metas = node.meta["val"]
     rgo, rq, rk, rv, ro, rl = (lw.ref(x) for x in (go, q, k, v, out, lse))
-    if bias is not None or dropout or not _sdpa_ok(rgo, rq, rk, rv, ro) or rl.dtype != torch.float32 or \
+    if dropout or not _sdpa_ok(rgo, rq, rk, rv, ro) or rl.dtype != torch.float32 or \
             not rl.is_contiguous() or any(not _rows_ok(tuple(m.shape), m.stride()) for m in metas[:3]):
+        return False
+    rb = _bias_ref(lw, bias, rq.size, rk.size)
+    if rb is False or (rb is not None and mask[3]):  # the bias gradient: eager's kernel
         return False
     dq, dk, dv = (lw.fresh_ref(m) for m in metas[:3])
     name = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
-    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale),  # noqa: E731
+    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale, rb),  # noqa: E731
                        f"vnc_attn_operand go = {_operand(ad(rgo), rgo)}, o = {_operand(ad(ro), ro)}, "
                        f"dq = {_operand(ad(dq), dq)}, dk = {_operand(ad(dk), dk)}, dv = {_operand(ad(dv), dv)};",
                        f'VNC_JIT_TRY(vnc_rt->attention_backward(s, "{name}", &at, &go, &o, (const float *){_ptr(ad, rl)}, '
                        f'&dq, &dk, &dv, NULL));']
-    lw.prog.steps.append(Extern(name, emit, [rgo, rq, rk, rv, ro, rl], [dq, dk, dv]))
+    lw.prog.steps.append(Extern(name, emit, [rgo, rq, rk, rv, ro, rl] + ([rb] if rb else []), [dq, dk, dv]))
     lw.values[node] = (dq, dk, dv, None)
     return True
 
