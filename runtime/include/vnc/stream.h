@@ -54,6 +54,14 @@ void vnc_set_current_stream(vnc_stream *s);
 vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
                       size_t payload_size, vnc_release_fn release);
 
+/* As vnc_launch, for a task the caller knows to be tiny (a few microseconds: kernels on a
+ * few thousand elements). When the stream is idle (nothing queued or running) it runs on the
+ * caller's thread at once, saving the hand-off to the worker, which costs more than such a
+ * task; it still takes its place in the stream's order and a failure still becomes the sticky
+ * error, exactly as if the worker had run it. Otherwise it is enqueued. */
+vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
+                            size_t payload_size, vnc_release_fn release);
+
 /* Waits until all enqueued work has run; returns (and clears) the sticky error. */
 vnc_status vnc_stream_synchronize(vnc_stream *s);
 /* 1 when all enqueued work has run. */
