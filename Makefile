@@ -10,7 +10,7 @@ SOURCES := CMakeLists.txt pyproject.toml $(shell find runtime csrc -name '*.[ch]
 PYTEST_ARGS ?=
 BLAS_DIR = $$($(PY) -c "import os, scipy_openblas32 as s; print(os.path.dirname(s.get_lib_dir()))")
 
-.PHONY: setup build test test-c test-asan test-py conformance demo bench clean
+.PHONY: setup build test test-c test-asan test-py test-dist-4 conformance demo bench clean
 
 setup: .stamp-build
 
@@ -25,6 +25,10 @@ $(VENV)/.stamp-deps: requirements-dev.txt
 	  { $(APT_JARGON) || (apt-get update -q >/dev/null 2>&1 && $(APT_JARGON)); } && \
 	  test -f /usr/share/doc/jargon-text/jargon.txt.gz; } || \
 	  echo "note: the demo corpus is missing: sudo apt-get install jargon-text (make demo and make test need it)"
+	@# iproute2 (ip netns): tests/test_distributed_two_hosts.py joins two network namespaces.
+	@command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get install -y -q iproute2 >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q iproute2 >/dev/null 2>&1)); } || \
+	  echo "note: iproute2 is missing: sudo apt-get install iproute2 (the two-host test needs it)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -r requirements-dev.txt
 	touch $@
@@ -51,6 +55,10 @@ test-py: .stamp-build
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 test: test-c test-asan test-py
+
+# The 2-D mesh (FSDP x tensor parallel) on 4 ranks: slower, so not part of make test.
+test-dist-4: .stamp-build
+	$(PY) -m pytest tests/dist_mesh_4ranks.py $(PYTEST_ARGS)
 
 # Every OpInfo sample of every native op, for more dtypes (make test runs a bounded slice).
 conformance: .stamp-build

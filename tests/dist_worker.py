@@ -668,6 +668,7 @@ def scenario_torchrun_default():
     import torch_neuronx
 
     dist.init_process_group(timeout=datetime.timedelta(seconds=30))
+    started = torch.neuron.is_initialized()  # before this script touched the device
     pg = dist.distributed_c10d._get_default_group()
     backend = pg._get_backend(torch.device(DEV))
     t = torch.full((3,), float(RANK + 1), device=DEV)
@@ -675,7 +676,7 @@ def scenario_torchrun_default():
     report({"backend": dist.get_backend(), "backend_class": type(backend).__name__,
             "local_rank": int(os.environ["LOCAL_RANK"]), "device": torch.neuron.current_device(),
             "omp": os.environ.get("OMP_NUM_THREADS"), "runtime_threads": torch_neuronx._C._num_threads(),
-            "visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
+            "visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"), "runtime_started": started,
             "result": t.cpu().tolist()})
     dist.destroy_process_group()
 

@@ -172,6 +172,9 @@ def test_torchrun_default_backend_resolves_to_neuron():
     for rank, rep in reports.items():
         assert rep["backend_class"] == "_NeuronBackend"
         assert rep["device"] == rep["local_rank"] % 2  # neuron:(LOCAL_RANK % device_count)
+        # the group started the runtime on that device, so DeviceMesh keeps the choice rather
+        # than setting neuron:LOCAL_RANK (invalid with more ranks than cores: dist_mesh_4ranks.py)
+        assert rep["runtime_started"]
         assert rep["visible_cores"] is None  # NEURON_RT_VISIBLE_CORES untouched
         assert rep["runtime_threads"] == 1  # the rank's thread budget (OMP_NUM_THREADS=1)
         assert rep["result"] == [3.0] * 3
@@ -283,10 +286,10 @@ def test_ddp_matches_one_process_on_the_whole_batch():
 # ---------------------------------------------------------------- the main job under torchrun
 
 
-def _gpt_cmd(runs_dir, name, batch):
-    return [os.path.join(HERE, "..", "examples", "train_gpt.py"), "--steps", "40", "--batch", str(batch),
-            "--layers", "2", "--d-model", "64", "--eval-every", "20", "--eval-batches", "4", "--sample-chars", "0",
-            "--runs-dir", runs_dir, "--run-name", name, "--no-progress"]
+def _gpt_cmd(runs_dir, name, batch, steps=40, eval_every=20):
+    return [os.path.join(HERE, "..", "examples", "train_gpt.py"), "--steps", str(steps), "--batch", str(batch),
+            "--layers", "2", "--d-model", "64", "--eval-every", str(eval_every), "--eval-batches", "4",
+            "--sample-chars", "0", "--runs-dir", runs_dir, "--run-name", name, "--no-progress"]
 
 
 def test_train_gpt_under_torchrun_matches_one_rank_with_twice_the_batch(tmp_path):

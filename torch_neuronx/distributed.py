@@ -65,15 +65,20 @@ def _register_backend() -> None:
 def _select_device() -> None:
     """Under a launcher (``LOCAL_RANK`` set), make ``neuron:LOCAL_RANK % device_count`` current
     when the default group is created, as ``torch.cuda.set_device(local_rank)`` does by hand.
-    A device the script made current itself (other than ``neuron:0``) is kept."""
+    A device the script made current itself (other than ``neuron:0``) is kept. The runtime
+    then starts (as ``torch.cuda.set_device`` initialises CUDA): code that picks a device only
+    while ``torch.neuron.is_initialized()`` is false keeps this choice (DeviceMesh would set
+    ``neuron:LOCAL_RANK``, invalid when more ranks than cores share a host)."""
     import torch.distributed as dist
 
     local_rank = os.environ.get("LOCAL_RANK")
-    if local_rank is None or dist.is_initialized() or _C._get_device() != 0:
+    if local_rank is None or dist.is_initialized():
         return
     count = torch.neuron.device_count()
-    if count > 0:
+    if count > 0 and _C._get_device() == 0:
         torch.neuron.set_device(int(local_rank) % count)
+    if count > 0:
+        torch.neuron.init()
 
 
 def _apply_thread_budget() -> None:
@@ -99,8 +104,8 @@ def _create_backend(opts, backend_options=None):
     group id). Creates the two Gloo groups over prefixed keys of the group's store; raises
     PyTorch's store timeout error when a rank does not join within ``timeout``.
     """
+    _apply_thread_budget()  # before _select_device starts the runtime
     _select_device()
-    _apply_thread_budget()
     timeout = opts.timeout if isinstance(opts.timeout, datetime.timedelta) else datetime.timedelta(seconds=1800)
     return _make_backend(opts.store, opts.group_rank, opts.group_size, timeout, str(opts.group_id))
 

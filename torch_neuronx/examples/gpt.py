@@ -26,7 +26,8 @@ class Block(torch.nn.Module):
         # from the projection, since sequence parallelism shards x along T.
         h = self.qkv(self.ln1(x))
         B, T = h.shape[:2]
-        q, k, v = h.unflatten(2, (-1, 3, self.qkv.in_features // self.heads)).transpose(1, 2).unbind(3)
+        hd = self.qkv.in_features // self.heads
+        q, k, v = h.unflatten(2, (-1, 3 * hd)).transpose(1, 2).split(hd, dim=3)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         x = x + F.dropout(self.proj(y.transpose(1, 2).reshape(B, T, -1)), self.dropout, self.training)
         return x + F.dropout(self.out(F.gelu(self.fc(self.ln2(x)))), self.dropout, self.training)
