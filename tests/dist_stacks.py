@@ -667,7 +667,13 @@ def funcol_compiled():
         for a, b in zip(got, eager):
             torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
     metrics = torch_neuronx.get_dynamo_metrics()
-    assert metrics and all(m["has_collectives"] for m in metrics), metrics
+    assert len(metrics) == 1 and metrics[0]["has_collectives"] and not metrics[0]["fallback"], metrics
+    # each collective and its wait at its place in the program, none as a plain eager op
+    calls = [op.split("::")[-1] for op in metrics[0]["collective_ops"]]
+    assert calls == ["all_reduce", "wait_tensor", "all_gather_into_tensor", "wait_tensor",
+                     "reduce_scatter_tensor", "wait_tensor", "all_to_all_single", "wait_tensor"], calls
+    assert not any("c10d" in op for op in metrics[0]["eager_ops"]), metrics[0]["eager_ops"]
+    assert metrics[0]["fused_kernel_count"] > 0, metrics[0]  # the computation around them is generated C
 
     def train_step(x, w):
         gathered = fc.all_gather_tensor_autograd(x @ w, 0, group)

@@ -121,6 +121,7 @@ class _GraphCompiler:
         rec.eager_ops = list(prog.eager_ops)
         rec.eager_op_count = len(prog.eager_ops)
         rec.host_ops = list(prog.host_ops)
+        rec.collective_ops = list(prog.collective_ops)
         rec.segment_count = len(tables)
         metrics.commit(rec)
         return CompiledGraph(prog, module, tables, name)

@@ -675,3 +675,48 @@ def _view_backward(view):
 LOWERINGS[aten.select_backward.default] = _view_backward(lambda t, dim, index: t.select(dim, index))
 LOWERINGS[aten.slice_backward.default] = _view_backward(
     lambda t, dim, start, end, step: aten.slice.Tensor(t, dim, start, end, step))
+
+
+# ---------------------------------------------------------------- collectives
+# torch.distributed._functional_collectives in a graph (_c10d_functional.<op>, wait_tensor)
+# are calls into the `neuron` process group (csrc/distributed.cpp), made at their place in the
+# program like any op the compiler does not generate: the C segment before a collective is
+# launched first, so the collective's producer ticket (the tasks enqueued on the stream when it
+# is issued) covers the segments computing its inputs, as for an eager collective. Every rank
+# issues the graph's collectives in program order; wait_tensor makes the stream wait for the
+# collective (a runtime hold), so the segments after it read the result, and the computation
+# placed between a collective and its wait overlaps with the communication.
+
+
+def _collective(lw, node) -> bool:
+    """An Eager step recorded in ``prog.collective_ops``; an in-place collective (all_reduce_,
+    all_gather_into_tensor_out, ...) first flushes the open fusion groups that use the tensors
+    it writes (they read the values from before the collective)."""
+    from torch.utils._pytree import tree_leaves
+
+    written = set()
+    for arg, a in zip(node.target._schema.arguments, node.args):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            for x in tree_leaves(a):
+                v = lw.values.get(x) if isinstance(x, torch.fx.Node) else None
+                for r in (v if isinstance(v, (tuple, list)) else [v]):
+                    if isinstance(r, TRef):
+                        written.add(id(r.buf))
+    for lp in list(lw.open):
+        if any(id(r.buf) in written for r in lp.refs() + [r for _, r in lp.write_backs]):
+            lw.close(lp)
+    lw.eager(node, collective=True)
+    return True
+
+
+def _collective_ops():
+    for full in torch._C._dispatch_get_all_op_names():
+        ns, _, name = full.partition("::")
+        if ns in ("_c10d_functional", "_c10d_functional_autograd"):
+            packet = getattr(getattr(torch.ops, ns), name)
+            yield from (getattr(packet, ov) for ov in packet.overloads())
+
+
+COLLECTIVES = frozenset(_collective_ops())
+for _op in COLLECTIVES:
+    LOWERINGS[_op] = _collective

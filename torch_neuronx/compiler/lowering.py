@@ -104,6 +104,7 @@ class Program:
         self.outputs = None
         self.eager_ops = []  # neuron ops run through their eager kernels
         self.host_ops = []  # ops on CPU tensors inside the graph (after .item(), on CPU scalars)
+        self.collective_ops = []  # c10d functional collectives and waits (externs._collective)
         self.consts = {}  # buffer id -> tensor held by the graph
         self.donated = set()  # input positions whose memory the graph may reuse (AOTAutograd's)
         self.device = None
@@ -446,8 +447,9 @@ class Lowerer:
         self.values[node] = tuple(one(m) for m in metas) if isinstance(out, (list, tuple)) else one(out)
         return True
 
-    def eager(self, node, fn=None, name=None):
-        """An Eager step running `node` (or `fn` with its arguments) through the dispatcher."""
+    def eager(self, node, fn=None, name=None, collective=False):
+        """An Eager step running `node` (or `fn` with its arguments) through the dispatcher
+        (`collective`: recorded as a collective rather than an eager op)."""
         target = node.target
         if fn is None and isinstance(target, torch._ops.OpOverload) and not has_native_kernel(target):
             raise UnsupportedOp(node, "has no native neuron kernel, no lowering and no decomposition "
@@ -469,7 +471,7 @@ class Lowerer:
         self.prog.steps.append(Eager(name, fn or target, args, kwargs, outs, node))
         metas = [m for m in tree_leaves(out) if isinstance(m, torch.Tensor)]
         on_host = metas and all(m.device.type == "cpu" for m in metas)
-        (self.prog.host_ops if on_host else self.prog.eager_ops).append(name)
+        (self.prog.collective_ops if collective else self.prog.host_ops if on_host else self.prog.eager_ops).append(name)
         self.values[node] = outs
 
     def output(self, node):

@@ -20,7 +20,8 @@ class GraphRecord:
     has_collectives: the graph calls c10d functional collectives. fused_kernel_count: fusion
     groups generated as C loops. c_step_count: C steps (loops, reductions, runtime kernel
     calls). eager_op_count / eager_ops: neuron ops run through their eager kernels between C
-    segments; host_ops: ops on CPU tensors in the graph (run by PyTorch's CPU kernels). segment_count: tasks per run. aot_us: AOTAutograd tracing and partitioning
+    segments; host_ops: ops on CPU tensors in the graph (run by PyTorch's CPU kernels);
+    collective_ops: the c10d functional collectives and waits the graph calls, in order. segment_count: tasks per run. aot_us: AOTAutograd tracing and partitioning
     (forward record of a frame). lowering_us, codegen_us, compile_us (C compiler and loading).
     cache_hit: the compiled object came from the cache (no C compiler run); compiler_runs.
     fallback: the graph runs eagerly (reason says why). artifact: path of the shared object.
@@ -38,6 +39,7 @@ class GraphRecord:
     eager_op_count: int = 0
     eager_ops: list = field(default_factory=list)
     host_ops: list = field(default_factory=list)
+    collective_ops: list = field(default_factory=list)
     segment_count: int = 0
     aot_us: float = 0.0
     lowering_us: float = 0.0
