@@ -117,3 +117,44 @@ def test_exit_with_a_collective_in_flight_is_an_ordinary_error_exit():
     assert "rank 0 ends with a collective in flight" in outputs[0], outputs[0][-2000:]
     assert "terminate called" not in outputs[0], outputs[0][-2000:]
     assert codes[1] == 0 and reports[1]["sum"] == [2.0, 2.0], describe(codes, outputs)
+
+
+def test_compiled_in_place_collective_runs_after_the_reads_it_overwrites():
+    """The lowering of an in-place collective (here all_gather_into_tensor_out, in a graph that
+    make_fx traced without functionalization) first emits the open fusion group that still
+    reads the old value of the tensor it writes. One process, a one-rank neuron group: the
+    gather copies x into `out`; the expected values come from the inputs, on CPU."""
+    import torch
+    import torch.distributed as dist
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    import torch_neuronx
+    from torch_neuronx.compiler.backend import _GraphCompiler
+
+    dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        c10d = torch.ops._c10d_functional
+        group = dist.group.WORLD.group_name
+
+        def f(x, out):
+            y = out * 2  # reads `out` before the collective overwrites it
+            c10d.all_gather_into_tensor_out(x, 1, group, out=out)
+            return y + 1, c10d.wait_tensor(out) * 3
+
+        g = torch.Generator().manual_seed(0)
+        x_cpu, out_cpu = torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)
+        x, out = x_cpu.to("neuron"), out_cpu.to("neuron")
+        gm = make_fx(f, tracing_mode="fake")(x, out)
+        torch_neuronx.reset_dynamo_metrics()
+        torch_neuronx.clear_op_tracking()
+        y, w = _GraphCompiler("inplace_collective", False)(gm, [x, out], "inference")([x, out])
+        torch.testing.assert_close(y.cpu(), out_cpu * 2 + 1, rtol=0, atol=0)
+        torch.testing.assert_close(w.cpu(), x_cpu * 3, rtol=0, atol=0)
+        torch.testing.assert_close(out.cpu(), x_cpu, rtol=0, atol=0)
+        rec = torch_neuronx.get_dynamo_metrics()[0]
+        assert rec["collective_ops"] == ["_c10d_functional::all_gather_into_tensor_out",
+                                         "_c10d_functional::wait_tensor"], rec
+        assert rec["eager_ops"] == [] and rec["fused_kernel_count"] >= 2, rec
+        assert torch_neuronx.get_fallback_ops() == []
+    finally:
+        dist.destroy_process_group()

@@ -695,8 +695,9 @@ def _collective(lw, node) -> bool:
     from torch.utils._pytree import tree_leaves
 
     written = set()
-    for arg, a in zip(node.target._schema.arguments, node.args):
+    for i, arg in enumerate(node.target._schema.arguments):
         if arg.alias_info is not None and arg.alias_info.is_write:
+            a = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
             for x in tree_leaves(a):
                 v = lw.values.get(x) if isinstance(x, torch.fx.Node) else None
                 for r in (v if isinstance(v, (tuple, list)) else [v]):
