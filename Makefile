@@ -56,10 +56,6 @@ test-py: .stamp-build
 
 test: test-c test-asan test-py
 
-# The 2-D mesh (FSDP x tensor parallel) on 4 ranks: slower, so not part of make test.
-test-dist-4: .stamp-build
-	$(PY) -m pytest tests/dist_mesh_4ranks.py $(PYTEST_ARGS)
-
 # Every OpInfo sample of every native op, for more dtypes (make test runs a bounded slice).
 conformance: .stamp-build
 	NEURON_CONFORMANCE=full $(PY) -m pytest tests/test_conformance.py $(PYTEST_ARGS)
@@ -67,6 +63,10 @@ conformance: .stamp-build
 # Trains a small GPT on the Jargon File on neuron (about 80 s on 2 cores); writes runs/demo/.
 demo: .stamp-build
 	$(PY) examples/train_gpt.py --run-name demo
+
+# The 2-D mesh (FSDP x tensor parallel) on 4 ranks: slower, so not part of make test.
+test-dist-4: .stamp-build
+	$(PY) -m pytest tests/dist_mesh_4ranks.py $(PYTEST_ARGS)
 
 bench: .stamp-build
 	$(PY) bench/bench_device.py
