@@ -21,6 +21,8 @@ class Block(torch.nn.Module):
         self.dropout = dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """One pre-LayerNorm decoder block: (B, T, C) float activations in, (B, T, C) out
+        (causal self-attention, then the MLP, each added to its input)."""
         # The rows of qkv are head-major (q, k, v of head 0, then of head 1, ...), so a
         # column-parallel split of qkv gives each rank whole heads (tensor parallel); sizes come
         # from the projection, since sequence parallelism shards x along T.
