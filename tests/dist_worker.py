@@ -664,7 +664,8 @@ class _default_group:
 
 
 def scenario_torchrun_default():
-    """Under torchrun: init_process_group() with no backend resolves to neuron; env://."""
+    """Under torchrun: init_process_group() with no backend resolves to neuron; env://. The
+    group is then created again in the same processes (same name, same torchrun store)."""
     import torch_neuronx
 
     dist.init_process_group(timeout=datetime.timedelta(seconds=30))
@@ -673,11 +674,16 @@ def scenario_torchrun_default():
     backend = pg._get_backend(torch.device(DEV))
     t = torch.full((3,), float(RANK + 1), device=DEV)
     dist.all_reduce(t)
-    report({"backend": dist.get_backend(), "backend_class": type(backend).__name__,
-            "local_rank": int(os.environ["LOCAL_RANK"]), "device": torch.neuron.current_device(),
-            "omp": os.environ.get("OMP_NUM_THREADS"), "runtime_threads": torch_neuronx._C._num_threads(),
-            "visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"), "runtime_started": started,
-            "result": t.cpu().tolist()})
+    rep = {"backend": dist.get_backend(), "backend_class": type(backend).__name__,
+           "local_rank": int(os.environ["LOCAL_RANK"]), "device": torch.neuron.current_device(),
+           "omp": os.environ.get("OMP_NUM_THREADS"), "runtime_threads": torch_neuronx._C._num_threads(),
+           "visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"), "runtime_started": started,
+           "result": t.cpu().tolist()}
+    dist.destroy_process_group()
+    dist.init_process_group("neuron", timeout=datetime.timedelta(seconds=30))
+    again = torch.full((2,), float(RANK + 1), device=DEV)
+    dist.all_reduce(again)
+    report(dict(rep, again=again.cpu().tolist()))
     dist.destroy_process_group()
 
 

@@ -166,7 +166,7 @@ def test_collectives_native_and_on_local_rank_device(collectives):
 # ---------------------------------------------------------------- launch modes
 
 
-def test_torchrun_default_backend_resolves_to_neuron():
+def test_torchrun_default_backend_resolves_to_neuron_and_the_group_can_be_created_again():
     reports, codes, outputs, _ = run_ranks("torchrun_default", torchrun=True, timeout=90)
     assert codes[0] == 0 and len(reports) == WORLD, describe(codes, outputs)
     for rank, rep in reports.items():
@@ -178,6 +178,7 @@ def test_torchrun_default_backend_resolves_to_neuron():
         assert rep["visible_cores"] is None  # NEURON_RT_VISIBLE_CORES untouched
         assert rep["runtime_threads"] == 1  # the rank's thread budget (OMP_NUM_THREADS=1)
         assert rep["result"] == [3.0] * 3
+        assert rep["again"] == [3.0] * 2  # the group created again in the same processes and store
 
 
 def test_mixed_cpu_gloo_neuron_group_new_group_and_split_group():

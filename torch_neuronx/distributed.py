@@ -115,8 +115,14 @@ def _make_backend(store, rank: int, size: int, timeout: datetime.timedelta, grou
     the backend's C++ ``split`` for ``dist.split_group``)."""
     from torch.distributed import PrefixStore, ProcessGroupGloo
 
-    data = ProcessGroupGloo(PrefixStore("neuron_data/", store), rank, size, timeout)
-    meta = ProcessGroupGloo(PrefixStore("neuron_meta/", store), rank, size, timeout)
+    # A group created again under the same name (init_process_group after
+    # destroy_process_group, in the same processes and store) would find the previous Gloo
+    # groups' addresses under the same keys and connect to closed ports. Each creation gets
+    # its own keys: every rank adds 1 to a counter, and no rank finishes creation n (Gloo
+    # connects to every peer) before all have counted it, so (count - 1) // size agrees.
+    generation = (store.add("neuron_creations", 1) - 1) // size
+    data = ProcessGroupGloo(PrefixStore(f"neuron_data/{generation}/", store), rank, size, timeout)
+    meta = ProcessGroupGloo(PrefixStore(f"neuron_meta/{generation}/", store), rank, size, timeout)
     return _C._NeuronBackend(data, meta, rank, size, timeout, group_name)
 
 
