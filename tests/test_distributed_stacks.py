@@ -158,3 +158,60 @@ def test_compiled_in_place_collective_runs_after_the_reads_it_overwrites():
         assert torch_neuronx.get_fallback_ops() == []
     finally:
         dist.destroy_process_group()
+
+
+DOCS = os.path.join(HERE, "..", "docs", "distributed.md")
+
+# Runs the scripts named on the command line one after the other in this process (each
+# creates and destroys its process group), then prints the CPU fallbacks they caused.
+_DOC_DRIVER = """
+import runpy, sys
+for path in sys.argv[1:]:
+    runpy.run_path(path, run_name="__main__")
+import torch_neuronx
+print("FALLBACK_OPS", torch_neuronx.get_fallback_ops())
+"""
+
+
+def doc_examples() -> list[str]:
+    """The whole-script examples (python blocks starting with an import) of docs/distributed.md's
+    section on PyTorch's stacks, in order."""
+    import re
+
+    with open(DOCS) as f:
+        text = f.read()
+    start = text.index("## PyTorch's distributed stacks")
+    section = text[start:text.index("\n## ", start + 3)]
+    return [b for b in re.findall(r"```python\n(.*?)```", section, flags=re.S) if b.startswith("import")]
+
+
+def test_docs_examples_run(tmp_path):
+    """Each example of docs/distributed.md's stacks section runs as documented: under
+    `torchrun --nproc_per_node=2` (all in the same 2 processes, one after the other), then the
+    checkpoint example's load in one plain process (world size 2 -> 1); no CPU fallback."""
+    from test_distributed import free_port, run_cmd
+
+    scripts = []
+    for i, code in enumerate(doc_examples()):
+        scripts.append(str(tmp_path / f"example{i}.py"))
+        with open(scripts[-1], "w") as f:
+            f.write(code)
+    assert len(scripts) == 5, f"expected 5 whole-script examples (FSDP2, DTensor, DCP, pipelining, " \
+                              f"functional collectives), got {len(scripts)}"
+    driver = tmp_path / "driver.py"
+    driver.write_text(_DOC_DRIVER)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("RANK", None)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the checkpoint example writes ./ckpt
+    try:
+        two = run_cmd([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                       f"--master_port={free_port()}", str(driver), *scripts], env, timeout=240)
+        assert two.returncode == 0, two.stdout[-3000:] + two.stderr[-3000:]
+        assert two.stdout.count("FALLBACK_OPS []") == 2, two.stdout[-3000:]
+        dcp = next(s for s in scripts if "dcp.load" in open(s).read())
+        one = run_cmd([sys.executable, str(driver), dcp], env, timeout=120)
+        assert one.returncode == 0, one.stdout[-3000:] + one.stderr[-3000:]
+        assert "['exp_avg', 'exp_avg_sq', 'step']" in one.stdout and "FALLBACK_OPS []" in one.stdout, one.stdout
+    finally:
+        os.chdir(cwd)
