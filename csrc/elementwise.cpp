@@ -15,6 +15,7 @@
 #include <ATen/ops/clamp_max_meta.h>
 #include <ATen/ops/clamp_meta.h>
 #include <ATen/ops/clamp_min_meta.h>
+#include <ATen/ops/copysign_meta.h>
 #include <ATen/ops/div_meta.h>
 #include <ATen/ops/elu_backward_meta.h>
 #include <ATen/ops/elu_meta.h>
@@ -710,6 +711,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG3("clamp", "clamp_", "clamp.out", structured_clamp, Clamp, const std::optional<at::Scalar>&,
        const std::optional<at::Scalar>&)
   REG3("hypot", "hypot_", "hypot.out", structured_hypot, Plain<VNC_EW_hypot>, T)
+  REG3("copysign.Tensor", "copysign_.Tensor", "copysign.out", structured_copysign_Tensor, Plain<VNC_EW_copysign>, T)
   REG3("xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", structured_xlogy_Tensor, Plain<VNC_EW_xlogy>, T)
   REG3("mish", "mish_", "mish.out", structured_mish, Plain<VNC_EW_mish>)
   m.impl("mish_backward", TORCH_FN(nx_mish_backward));

@@ -1,7 +1,7 @@
 // Neural-network ops on the neuron key: softmax family, layer norm, NLL loss, regression losses
-// (MSE, smooth L1, Huber) and log_sigmoid, index_select, embedding backward, arange, eye, linspace,
-// tril/triu. ATen's meta functions (where they exist) check
-// arguments and size outputs; the runtime's vnc/nn.h kernels compute.
+// (MSE, smooth L1, Huber) and log_sigmoid, index_select, embedding backward, embedding bags,
+// arange, eye, linspace, tril/triu. ATen's meta functions (where they exist) check arguments
+// and size outputs; the runtime's vnc/nn.h and vnc/embedding_bag.h kernels compute.
 #include "neuron.h"
 #include "structured.h"
 
@@ -251,6 +251,139 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
   const at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
   at::Tensor gi = at::nll_loss_backward(g, class_rows(self), target.reshape({-1}), weight, reduction, ignore_index, total_weight);
   return gi.view({self.size(0), self.size(2), self.size(3), self.size(1)}).permute({0, 3, 1, 2}).contiguous();
+}
+
+// ---------------------------------------------------------------- embedding bags
+
+// _embedding_bag / _embedding_bag_forward_only and the gradients PyTorch's autograd formula
+// reaches (_embedding_bag_backward is a composite over _embedding_bag_dense_backward and
+// _embedding_bag_per_sample_weights_backward): runtime vnc/embedding_bag.h. The side outputs
+// (offset2bag, bag_size, max_indices) are int64 whatever the index dtype; only these kernels
+// read them.
+vnc_bag_args bag_args(const char* name, const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                      int64_t mode, const at::Tensor& psw, bool include_last_offset, int64_t padding_idx,
+                      std::array<at::Tensor, 3>& hold) {
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt, name,
+              ": expected indices of dtype Long or Int, got ", indices.scalar_type());
+  TORCH_CHECK(!offsets.defined() || offsets.scalar_type() == at::kLong || offsets.scalar_type() == at::kInt, name,
+              ": expected offsets of dtype Long or Int, got ", offsets.scalar_type());
+  TORCH_CHECK(indices.dim() == 1, name, ": input has to be a 1D Tensor, but got Tensor of dimension ", indices.dim());
+  TORCH_CHECK(!offsets.defined() || offsets.dim() == 1, name, ": offsets has to be a 1D Tensor, but got Tensor of dimension ",
+              offsets.dim());
+  TORCH_CHECK(weight.dim() == 2, name, ": weight has to be a 2D Tensor, but got Tensor of dimension ", weight.dim());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(weight.scalar_type()), "\"", name, "\" not implemented for '",
+                              c10::toString(weight.scalar_type()), "'");
+  TORCH_CHECK(mode >= 0 && mode <= 2, name, ": mode must be 0 (sum), 1 (mean) or 2 (max), got ", mode);
+  if (psw.defined()) {
+    TORCH_CHECK(mode == 0, name, ": per_sample_weights only supported with mode='sum'");
+    TORCH_CHECK(psw.scalar_type() == weight.scalar_type(), name, ": expected per_sample_weights of dtype ",
+                weight.scalar_type(), ", got ", psw.scalar_type());
+    TORCH_CHECK(psw.dim() == 1 && psw.numel() == indices.numel(), name,
+                ": per_sample_weights must have the same shape as the input, got ", psw.sizes(), " and ", indices.sizes());
+  }
+  // indices and offsets in one dtype (ATen promotes int32 + int64 to int64)
+  const bool wide = indices.scalar_type() == at::kLong || (offsets.defined() && offsets.scalar_type() == at::kLong);
+  hold[0] = wide ? indices.to(at::kLong) : indices;
+  hold[1] = offsets.defined() ? (wide ? offsets.to(at::kLong) : offsets) : offsets;
+  hold[2] = psw;
+  vnc_bag_args a{};
+  a.weight = to_vnc(weight);
+  a.indices = to_vnc(hold[0]);
+  if (hold[1].defined()) a.offsets = to_vnc(hold[1]);
+  a.mode = static_cast<vnc_bag_mode>(mode);
+  a.include_last_offset = include_last_offset;
+  a.padding_idx = padding_idx;
+  return a;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_impl(
+    const char* name, const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    int64_t mode, const std::optional<at::Tensor>& psw_opt, bool include_last_offset, int64_t padding_idx) {
+  const at::Tensor psw = psw_opt.value_or(at::Tensor());
+  check_same_device(name, weight, {&indices, &offsets, &psw});
+  std::array<at::Tensor, 3> hold;
+  vnc_bag_args a = bag_args(name, weight, indices, offsets, mode, psw, include_last_offset, padding_idx, hold);
+  vnc_tensor pv = psw.defined() ? to_vnc(psw) : vnc_tensor{};
+  a.per_sample_weights = psw.defined() ? &pv : nullptr;
+  record_native(name);
+  if (weight.scalar_type() == at::kDouble) warn_float64(name);
+  const int64_t bags = include_last_offset ? std::max<int64_t>(offsets.size(0) - 1, 0) : offsets.size(0);
+  const auto long_opts = weight.options().dtype(at::kLong);
+  at::Tensor out = at::empty({bags, weight.size(1)}, weight.options());
+  at::Tensor offset2bag = at::empty({indices.numel()}, long_opts), bag_size = at::empty({bags}, long_opts);
+  at::Tensor max_indices = mode == 2 ? at::empty({bags, weight.size(1)}, long_opts) : at::empty({bags}, long_opts).zero_();
+  vnc_tensor ov = to_vnc(out), o2b = to_vnc(offset2bag), bs = to_vnc(bag_size), mi = to_vnc(max_indices);
+  c10::DeviceGuard g(weight.device());
+  check(vnc_embedding_bag(stream_of(weight), name, &a, &ov, &o2b, &bs, mode == 2 ? &mi : nullptr));
+  return {out, offset2bag, bag_size, max_indices};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool, int64_t mode, bool sparse,
+    const std::optional<at::Tensor>& psw, bool include_last_offset, int64_t padding_idx) {
+  return embedding_bag_impl("aten::_embedding_bag", weight, indices, offsets, mode, psw, include_last_offset, padding_idx);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool, int64_t mode, bool,
+    const std::optional<at::Tensor>& psw, bool include_last_offset, int64_t padding_idx) {
+  return embedding_bag_impl("aten::_embedding_bag_forward_only", weight, indices, offsets, mode, psw,
+                            include_last_offset, padding_idx);
+}
+
+at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offset2bag,
+                                        const at::Tensor& bag_size, const at::Tensor& max_indices,
+                                        c10::SymInt num_weights, bool scale_grad_by_freq, int64_t mode,
+                                        const std::optional<at::Tensor>& psw_opt, int64_t padding_idx) {
+  constexpr const char* name = "aten::_embedding_bag_dense_backward";
+  const at::Tensor psw = psw_opt.value_or(at::Tensor());
+  check_same_device(name, grad, {&indices, &offset2bag, &bag_size, &max_indices, &psw});
+  TORCH_CHECK(grad.dim() == 2, name, ": expected a 2-D gradient, got ", grad.sizes());
+  const int64_t nw = num_weights.expect_int();
+  // a weight of the right shape and dtype for the argument checks (the kernel reads no values)
+  at::Tensor gw = at::empty({nw, grad.size(1)}, grad.options());
+  std::array<at::Tensor, 3> hold;
+  vnc_bag_args a = bag_args(name, gw, indices, at::Tensor(), mode, psw, false, padding_idx, hold);
+  vnc_tensor pv = psw.defined() ? to_vnc(psw) : vnc_tensor{};
+  a.per_sample_weights = psw.defined() ? &pv : nullptr;
+  record_native(name);
+  const at::Tensor o2b = offset2bag.to(at::kLong), bs = bag_size.to(at::kLong), mi = max_indices.to(at::kLong);
+  vnc_tensor gv = to_vnc(grad), o2bv = to_vnc(o2b), bsv = to_vnc(bs), miv = to_vnc(mi), gwv = to_vnc(gw);
+  c10::DeviceGuard g(grad.device());
+  check(vnc_embedding_bag_backward(stream_of(grad), name, &a, &gv, &o2bv, &bsv, mode == 2 ? &miv : nullptr,
+                                   scale_grad_by_freq, &gwv));
+  return gw;
+}
+
+// The weight gradient autograd asks for: dense only (sparse tensors do not exist on neuron).
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offsets,
+                                  const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                  const at::Tensor& max_indices, c10::SymInt num_weights, bool scale_grad_by_freq,
+                                  int64_t mode, bool sparse, const std::optional<at::Tensor>& psw,
+                                  int64_t padding_idx) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!sparse, "aten::_embedding_bag_backward: sparse gradients are not supported on neuron "
+                                       "(dense tensors only); nn.EmbeddingBag needs sparse=False.");
+  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indices, std::move(num_weights),
+                                      scale_grad_by_freq, mode, psw, padding_idx);
+}
+
+at::Tensor embedding_bag_psw_backward(const at::Tensor& grad, const at::Tensor& weight, const at::Tensor& indices,
+                                      const at::Tensor& offsets, const at::Tensor& offset2bag, int64_t mode,
+                                      int64_t padding_idx) {
+  constexpr const char* name = "aten::_embedding_bag_per_sample_weights_backward";
+  check_same_device(name, grad, {&weight, &indices, &offsets, &offset2bag});
+  TORCH_CHECK(mode == 0, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  TORCH_CHECK(grad.dim() == 2 && grad.size(1) == weight.size(1), name, ": expected a gradient of shape [bags, ",
+              weight.size(1), "], got ", grad.sizes());
+  std::array<at::Tensor, 3> hold;
+  vnc_bag_args a = bag_args(name, weight, indices, offsets, mode, at::Tensor(), false, padding_idx, hold);
+  record_native(name);
+  at::Tensor out = at::empty({indices.numel()}, weight.options());
+  const at::Tensor o2b = offset2bag.to(at::kLong);
+  vnc_tensor gv = to_vnc(grad), o2bv = to_vnc(o2b), ov = to_vnc(out);
+  c10::DeviceGuard g(grad.device());
+  check(vnc_embedding_bag_psw_backward(stream_of(grad), name, &a, &gv, &o2bv, &ov));
+  return out;
 }
 
 // ---------------------------------------------------------------- index_select / embedding backward
@@ -561,9 +694,8 @@ at::Tensor eye(int64_t n, std::optional<at::ScalarType> dtype, std::optional<at:
 // the rest (so both ends are exact), computed in float32 on the device.
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  // Complex, and integer outputs (ATen truncates double products; float32 would differ at
-  // integer boundaries), take the visible CPU fallback.
-  if (out.is_complex() || at::isIntegralType(out.scalar_type(), true)) {
+  // Complex outputs take the visible CPU fallback.
+  if (out.is_complex()) {
     std::vector<c10::IValue> stack{start, end, steps, out};
     run_cpu_fallback("aten::linspace", "out", stack);
     return out;
@@ -572,6 +704,19 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   if (out.numel() != steps) at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);
+  if (at::isIntegralType(out.scalar_type(), true)) {
+    // As ATen: bounds converted to the integer dtype, the step and each value in double,
+    // truncated on store (a float32 computation would differ at integer boundaries).
+    double s = 0, e = 0;
+    AT_DISPATCH_INTEGRAL_TYPES(out.scalar_type(), "linspace", [&] {
+      s = static_cast<double>(start.to<scalar_t>());
+      e = static_cast<double>(end.to<scalar_t>());
+    });
+    vnc_tensor t = to_vnc(out);
+    c10::DeviceGuard g(out.device());
+    check(vnc_linspace(stream_of(out), "aten::linspace", &t, s, e, steps));
+    return out;
+  }
   // As ATen: bounds and step in the output dtype, every product and sum in it too.
   const at::ScalarType dt = out.scalar_type();
   double s = 0, e = 0, step = 0;
@@ -700,6 +845,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", TORCH_FN(index_select));
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+  m.impl("_embedding_bag", TORCH_FN(embedding_bag));
+  m.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag_forward_only));
+  m.impl("_embedding_bag_backward", TORCH_FN(embedding_bag_backward));
+  m.impl("_embedding_bag_dense_backward", TORCH_FN(embedding_bag_dense_backward));
+  m.impl("_embedding_bag_per_sample_weights_backward", TORCH_FN(embedding_bag_psw_backward));
   m.impl("arange.start_out", TORCH_FN(arange_out));
   m.impl("eye", TORCH_FN(eye));
   m.impl("eye.m", TORCH_FN(eye_m));

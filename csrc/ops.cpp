@@ -452,9 +452,13 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::normal_");
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  return random_fill(self, "aten::normal_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-    return vnc_rng_normal(s, t, mean, std, seed, off);
+  // Complex: the real and imaginary parts each get half the variance (as ATen).
+  at::Tensor target = self.is_complex() ? at::view_as_real(self) : self;
+  const double sd = self.is_complex() ? std / std::sqrt(2.0) : std;
+  random_fill(target, "aten::normal_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_normal(s, t, mean, sd, seed, off);
   });
+  return self;
 }
 
 // normal with a tensor mean and/or std: N(0, 1) (or N(0, std)) draws scaled and shifted by

@@ -39,7 +39,9 @@ COMPOSITE_OF_NATIVE = {"argsort", "msort", "logcumsumexp", "fliplr", "flipud", "
 # sort and its topk pick an order of their own; any order is correct): value outputs must
 # match, index outputs must select the same values, once each. Stable sorts compare exactly.
 # Value: the position of `dim` among the positional arguments.
-TIE_ORDERED = {"sort": 0, "argsort": 0, "topk": 1, "median": 0}
+TIE_ORDERED = {"sort": 0, "argsort": 0, "topk": 1, "median": 0, "nanmedian": 0, "kthvalue": 1}
+# Of those, the ops that pick one index per line: the position of `keepdim` among the positional arguments.
+ONE_PER_LINE = {"median": 1, "nanmedian": 1, "kthvalue": 2}
 # CPU kernels that fail an internal layout assertion on some non-contiguous samples (a CPU bug,
 # not a refusal of the input: native_group_norm asserts X.is_contiguous(memory_format) after
 # making it so): their expected values come from the same sample made contiguous.
@@ -76,7 +78,9 @@ KERNEL_OF = {"__getitem__": "index", "index_put": "_index_put_impl_", "log_sigmo
              "nn.functional.upsample_nearest": "upsample_nearest2d",
              "nn.functional.upsample_bilinear": "upsample_bilinear2d",
              "nn.functional.pad.reflect": "reflection_pad2d", "nn.functional.pad.replicate": "replication_pad2d",
-             "nn.functional.pad.replicate_negative": "replication_pad2d"}
+             "nn.functional.pad.replicate_negative": "replication_pad2d",
+             "cummax": "_cummax_helper", "cummin": "_cummin_helper", "nn.functional.embedding_bag": "_embedding_bag",
+             **{f"nn.functional.conv{t}{n}d": "convolution_overrideable" for t in ("", "_transpose") for n in (1, 2, 3)}}
 
 
 def _is_native(op) -> bool:
@@ -158,7 +162,7 @@ def _check_sample(op, sample, dtype, what):
             _run(op, _on_neuron(sample))
         return
     actual = _run(op, _on_neuron(sample))
-    returns_indices = op.name != "median" or sample.args or "dim" in sample.kwargs
+    returns_indices = op.name not in ("median", "nanmedian") or sample.args or "dim" in sample.kwargs
     if op.name in TIE_ORDERED and not sample.kwargs.get("stable") and sample.input.dim() > 0 and returns_indices:
         _compare_tie_ordered(op, sample, actual, expected, dtype, what)
     else:
@@ -175,8 +179,9 @@ def _compare_tie_ordered(op, sample, actual, expected, dtype, what):
         got, want = actual[1], expected[1]
     assert got.device.type == "neuron" and got.dtype == want.dtype and got.shape == want.shape, what
     got = got.cpu()
-    if op.name == "median":  # one index per line; the reduced dim is gone unless keepdim
-        keepdim = sample.args[1] if len(sample.args) > 1 else sample.kwargs.get("keepdim", False)
+    if op.name in ONE_PER_LINE:  # one index per line; the reduced dim is gone unless keepdim
+        k = ONE_PER_LINE[op.name]
+        keepdim = sample.args[k] if len(sample.args) > k else sample.kwargs.get("keepdim", False)
         if not keepdim:
             got, want = got.unsqueeze(dim), want.unsqueeze(dim)
         torch.testing.assert_close(sample.input.gather(dim, got), sample.input.gather(dim, want), equal_nan=True,

@@ -106,6 +106,7 @@ typedef struct vnc_ew_na {
   X(round, 1, S, nearbyintf(a), a, VNC_NA, VNC_NA) /* half to even */ \
   X(trunc, 1, S, truncf(a), a, VNC_NA, VNC_NA) \
   X(frac, 1, S, a - truncf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(copysign, 2, S, copysignf(a, b), VNC_NA, VNC_NA, VNC_NA) /* integer inputs promote to float (ATen's meta) */ \
   /* activations (P: see the glue for each op's parameters) */ \
   X(relu, 1, S, (a > 0.0f || isnan(a)) ? a : 0.0f, (T)(a > 0 ? a : 0), a, VNC_NA) \
   X(clamp, 1, S, vnc_f_clamp(a, P), (T)(((P->flags & 2) && a > P->i[1]) ? P->i[1] : ((P->flags & 1) && a < P->i[0]) ? P->i[0] : a), VNC_NA, VNC_NA) \

@@ -20,4 +20,6 @@
 #include "sort.h"
 #include "scan.h"
 #include "vision.h"
+#include "histogram.h"
+#include "embedding_bag.h"
 #endif
