@@ -72,13 +72,20 @@ KERNEL_OF = {"__getitem__": "index", "index_put": "_index_put_impl_", "log_sigmo
              "nn.functional.mse_loss": "mse_loss", "nn.functional.smooth_l1_loss": "smooth_l1_loss",
              "nn.functional.huber_loss": "huber_loss", "group_norm": "native_group_norm",
              "nn.functional.scaled_dot_product_attention": "_scaled_dot_product_fused_attention_overrideable",
-             # keyed by OpInfo name.variant: the 2-D kernel the variant reaches (1-D/3-D samples fall back)
+             # keyed by OpInfo name.variant: a kernel the variant reaches
              "nn.functional.interpolate.nearest": "upsample_nearest2d",
+             "nn.functional.interpolate.nearest-exact": "_upsample_nearest_exact2d",
+             "nn.functional.interpolate.linear": "upsample_linear1d",
              "nn.functional.interpolate.bilinear": "upsample_bilinear2d",
+             "nn.functional.interpolate.bicubic": "upsample_bicubic2d",
+             "nn.functional.interpolate.trilinear": "upsample_trilinear3d",
+             "nn.functional.interpolate.area": "_adaptive_avg_pool3d",
+             "nn.functional.adaptive_avg_pool3d": "_adaptive_avg_pool3d",
              "nn.functional.upsample_nearest": "upsample_nearest2d",
              "nn.functional.upsample_bilinear": "upsample_bilinear2d",
              "nn.functional.pad.reflect": "reflection_pad2d", "nn.functional.pad.replicate": "replication_pad2d",
              "nn.functional.pad.replicate_negative": "replication_pad2d",
+             **{op.name: "_fft_c2c" for op in op_db if op.name.startswith("fft.")},
              "cummax": "_cummax_helper", "cummin": "_cummin_helper", "nn.functional.embedding_bag": "_embedding_bag",
              **{f"nn.functional.conv{t}{n}d": "convolution_overrideable" for t in ("", "_transpose") for n in (1, 2, 3)}}
 

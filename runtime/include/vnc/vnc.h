@@ -22,4 +22,5 @@
 #include "vision.h"
 #include "histogram.h"
 #include "embedding_bag.h"
+#include "fft.h"
 #endif
