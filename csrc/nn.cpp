@@ -1,5 +1,6 @@
 // Neural-network ops on the neuron key: softmax family, layer norm, NLL loss, regression losses
-// (MSE, smooth L1, Huber) and log_sigmoid, index_select, embedding backward, embedding bags,
+// (MSE, smooth L1, Huber), margin losses (multi-class, multi-label) and log_sigmoid,
+// index_select, embedding backward, embedding bags,
 // arange, eye, linspace, tril/triu. ATen's meta functions (where they exist) check arguments
 // and size outputs; the runtime's vnc/nn.h and vnc/embedding_bag.h kernels compute.
 #include "neuron.h"
@@ -251,6 +252,159 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
   const at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
   at::Tensor gi = at::nll_loss_backward(g, class_rows(self), target.reshape({-1}), weight, reduction, ignore_index, total_weight);
   return gi.view({self.size(0), self.size(2), self.size(3), self.size(1)}).permute({0, 3, 1, 2}).contiguous();
+}
+
+// ---------------------------------------------------------------- margin losses
+
+// multi_margin_loss and multilabel_margin_loss with their backward, composed from native ops
+// with ATen's formulas (aten/src/ATen/native/LossMulti*.cpp). The targets are read on the
+// host for ATen's range checks, as CPU reads them.
+at::Tensor reduce_loss(const at::Tensor& l, int64_t reduction);  // with the regression losses below
+
+// The gradient scale of each sample: grad_output expanded (none), or divided by N (mean).
+at::Tensor sample_scale(const at::Tensor& grad_output, int64_t N, int64_t reduction) {
+  if (reduction == at::Reduction::None) return grad_output.reshape({N, 1});
+  return reduction == at::Reduction::Mean ? grad_output.reshape({1, 1}) / static_cast<double>(N)
+                                          : grad_output.reshape({1, 1});
+}
+
+struct MultiMargin {
+  at::Tensor x, t, onehot, z;
+  int64_t N, C;
+};
+
+MultiMargin multi_margin_setup(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                               const at::Scalar& margin, const char* name) {
+  const int64_t nd = self.dim();
+  TORCH_CHECK((nd == 2 && self.size(1) != 0) || (nd == 1 && self.size(0) != 0) || nd == 0,
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+  TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "only p == 1 and p == 2 supported");
+  check_same_device(name, self, {&target});
+  MultiMargin m;
+  m.x = nd == 2 ? self : self.reshape({1, -1});
+  m.N = m.x.size(0);
+  m.C = m.x.size(1);
+  TORCH_CHECK(target.numel() == m.N && target.dim() <= 1, "inconsistent target size, expected ", m.N, " but got ",
+              target.sizes());
+  m.t = target.reshape({m.N, 1}).to(at::kLong);
+  if (m.N) TORCH_CHECK(m.t.min().item<int64_t>() >= 0 && m.t.max().item<int64_t>() < m.C, "target out of range");
+  m.onehot = at::zeros({m.N, m.C}, self.options().dtype(at::kBool)).scatter_(1, m.t, true);
+  m.z = (m.x - m.x.gather(1, m.t) + margin.toDouble()).masked_fill(m.onehot, 0.0);  // margin - x[y] + x[d], d != y
+  return m;
+}
+
+at::Tensor nx_multi_margin_loss(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                             const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction) {
+  MultiMargin m = multi_margin_setup(self, target, p, margin, "aten::multi_margin_loss");
+  record_native("aten::multi_margin_loss");
+  at::Tensor h = m.z.clamp_min(0);
+  if (p.toLong() == 2) h = h * h;
+  if (weight && weight->defined()) h = h * weight->index_select(0, m.t.view({-1})).unsqueeze(1);
+  at::Tensor per_sample = h.sum(1) / static_cast<double>(m.C);
+  if (self.dim() <= 1 && reduction == at::Reduction::None) per_sample = per_sample.squeeze(0);
+  return reduce_loss(per_sample, reduction);
+}
+
+at::Tensor& nx_multi_margin_loss_out(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                                  const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction,
+                                  at::Tensor& out) {
+  const at::Tensor r = nx_multi_margin_loss(self, target, p, margin, weight, reduction);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor nx_multi_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                      const at::Scalar& p, const at::Scalar& margin,
+                                      const std::optional<at::Tensor>& weight, int64_t reduction) {
+  MultiMargin m = multi_margin_setup(self, target, p, margin, "aten::multi_margin_loss_backward");
+  record_native("aten::multi_margin_loss_backward");
+  at::Tensor dz = p.toLong() == 2 ? 2 * m.z.clamp_min(0) : m.z.gt(0).to(self.scalar_type());
+  dz = dz.masked_fill(m.onehot, 0.0);
+  if (weight && weight->defined()) dz = dz * weight->index_select(0, m.t.view({-1})).unsqueeze(1);
+  dz = dz * sample_scale(grad_output, m.N, reduction) / static_cast<double>(m.C);
+  at::Tensor grad = dz.scatter(1, m.t, -dz.sum(1, /*keepdim=*/true));  // d loss / d x[y] = -sum over d != y
+  return grad.view(self.sizes());
+}
+
+at::Tensor& nx_multi_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                           const at::Tensor& target, const at::Scalar& p, const at::Scalar& margin,
+                                           const std::optional<at::Tensor>& weight, int64_t reduction,
+                                           at::Tensor& grad_input) {
+  const at::Tensor r = nx_multi_margin_loss_backward(grad_output, self, target, p, margin, weight, reduction);
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
+}
+
+// multilabel: each target row lists class indices up to its first -1.
+struct MultiLabel {
+  at::Tensor x, idx, valid, is_target, active;  // active[n, j, k]: target position j vs non-target class k, hinge > 0
+  at::Tensor z;
+  int64_t N, C;
+};
+
+MultiLabel multilabel_setup(const at::Tensor& self, const at::Tensor& target, const char* name) {
+  const int64_t nd = self.dim();
+  TORCH_CHECK((nd == 2 && self.size(1) != 0) || (nd == 1 && self.size(0) != 0) || nd == 0,
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+  TORCH_CHECK(target.sizes() == self.sizes(), "inconsistent target size: ", target.sizes(), " for input of size: ",
+              self.sizes());
+  check_same_device(name, self, {&target});
+  MultiLabel m;
+  m.x = nd == 2 ? self : self.reshape({1, -1});
+  m.N = m.x.size(0);
+  m.C = m.x.size(1);
+  const at::Tensor t = target.reshape({m.N, m.C}).to(at::kLong);
+  if (t.numel()) TORCH_CHECK(t.min().item<int64_t>() >= -1 && t.max().item<int64_t>() < m.C, "argument #2 'target' is out of range");
+  m.valid = t.ge(0).to(at::kLong).cumprod(1).to(at::kBool);  // positions before the first -1
+  m.idx = t.clamp_min(0);
+  m.is_target = at::zeros({m.N, m.C}, self.options())
+                    .scatter_add_(1, m.idx, m.valid.to(self.scalar_type()))
+                    .gt(0)
+                    .to(self.scalar_type());
+  const at::Tensor xj = m.x.gather(1, m.idx);  // the target classes' scores, per target position
+  m.z = 1.0 - xj.unsqueeze(2) + m.x.unsqueeze(1);  // [n, j, k]
+  m.active = m.valid.unsqueeze(2).logical_and(m.is_target.eq(0).unsqueeze(1));
+  return m;
+}
+
+std::tuple<at::Tensor, at::Tensor> nx_multilabel_margin_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                                  int64_t reduction) {
+  MultiLabel m = multilabel_setup(self, target, "aten::multilabel_margin_loss_forward");
+  record_native("aten::multilabel_margin_loss_forward");
+  at::Tensor per_sample = (m.z.clamp_min(0) * m.active).sum({1, 2}) / static_cast<double>(m.C);
+  if (self.dim() <= 1 && reduction == at::Reduction::None) per_sample = per_sample.squeeze(0);
+  return {reduce_loss(per_sample, reduction), m.is_target.view(self.sizes())};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nx_multilabel_margin_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                                        int64_t reduction, at::Tensor& output,
+                                                                        at::Tensor& is_target) {
+  auto [o, it] = nx_multilabel_margin_loss_forward(self, target, reduction);
+  at::native::resize_output(output, o.sizes());
+  at::native::resize_output(is_target, it.sizes());
+  output.copy_(o);
+  is_target.copy_(it);
+  return {output, is_target};
+}
+
+at::Tensor nx_multilabel_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                           const at::Tensor& target, int64_t reduction, const at::Tensor&) {
+  MultiLabel m = multilabel_setup(self, target, "aten::multilabel_margin_loss_backward");
+  record_native("aten::multilabel_margin_loss_backward");
+  const at::Tensor a = m.z.gt(0).logical_and(m.active).to(self.scalar_type()) / static_cast<double>(m.C);
+  // + for each non-target class k, - for each target position j (added to its class)
+  at::Tensor grad = a.sum(1);
+  grad = grad.scatter_add(1, m.idx, -a.sum(2));
+  grad = grad * sample_scale(grad_output, m.N, reduction);
+  return grad.view(self.sizes());
+}
+
+at::Tensor& nx_multilabel_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                                const at::Tensor& target, int64_t reduction, const at::Tensor& is_target,
+                                                at::Tensor& grad_input) {
+  const at::Tensor r = nx_multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target);
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
 }
 
 // ---------------------------------------------------------------- embedding bags
@@ -845,6 +999,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", TORCH_FN(index_select));
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+  m.impl("multi_margin_loss", TORCH_FN(nx_multi_margin_loss));
+  m.impl("multi_margin_loss.out", TORCH_FN(nx_multi_margin_loss_out));
+  m.impl("multi_margin_loss_backward", TORCH_FN(nx_multi_margin_loss_backward));
+  m.impl("multi_margin_loss_backward.grad_input", TORCH_FN(nx_multi_margin_loss_backward_out));
+  m.impl("multilabel_margin_loss_forward", TORCH_FN(nx_multilabel_margin_loss_forward));
+  m.impl("multilabel_margin_loss_forward.output", TORCH_FN(nx_multilabel_margin_loss_forward_out));
+  m.impl("multilabel_margin_loss_backward", TORCH_FN(nx_multilabel_margin_loss_backward));
+  m.impl("multilabel_margin_loss_backward.grad_input", TORCH_FN(nx_multilabel_margin_loss_backward_out));
   m.impl("_embedding_bag", TORCH_FN(embedding_bag));
   m.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag_forward_only));
   m.impl("_embedding_bag_backward", TORCH_FN(embedding_bag_backward));

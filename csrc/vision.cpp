@@ -1,6 +1,7 @@
 // Image ops on the neuron key (runtime: vnc/vision.h): avg_pool2d, native_group_norm, every
 // upsampling op (nearest, nearest-exact, linear, bilinear, bicubic, trilinear; 1-D to 3-D),
-// _adaptive_avg_pool3d, reflection / replication padding of 1 to 3 dims, each with its backward.
+// _adaptive_avg_pool3d, avg_pool3d, max_pool3d_with_indices, adaptive_max_pool2d/3d, reflection /
+// replication padding of 1 to 3 dims, each with its backward.
 //
 // Argument checks and output shapes come from ATen's structured metas where the op has one
 // (so errors are PyTorch's own); outputs keep the memory format the meta picks (channels-last
@@ -9,6 +10,7 @@
 #include "structured.h"
 
 #include <ATen/native/Padding.h>
+#include <ATen/native/Pool.h>
 #include <ATen/native/UpSample.h>
 #include <ATen/native/cpu/mixed_data_type.h>
 #include <ATen/ops/_upsample_nearest_exact1d_backward_meta.h>
@@ -17,8 +19,14 @@
 #include <ATen/ops/_upsample_nearest_exact2d_meta.h>
 #include <ATen/ops/_upsample_nearest_exact3d_backward_meta.h>
 #include <ATen/ops/_upsample_nearest_exact3d_meta.h>
+#include <ATen/ops/adaptive_max_pool2d_backward_meta.h>
+#include <ATen/ops/adaptive_max_pool2d_meta.h>
+#include <ATen/ops/adaptive_max_pool3d_backward_meta.h>
+#include <ATen/ops/adaptive_max_pool3d_meta.h>
 #include <ATen/ops/avg_pool2d_backward_meta.h>
 #include <ATen/ops/avg_pool2d_meta.h>
+#include <ATen/ops/avg_pool3d_backward_meta.h>
+#include <ATen/ops/avg_pool3d_meta.h>
 #include <ATen/ops/reflection_pad1d_meta.h>
 #include <ATen/ops/reflection_pad3d_meta.h>
 #include <ATen/ops/replication_pad1d_meta.h>
@@ -472,6 +480,232 @@ at::Tensor pad2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
   return pad2d_backward_out<MODE>(grad_output, self, padding, gi);
 }
 
+// ---------------------------------------------------------------- 3-D and adaptive max pooling
+
+// Parameter lists as ATen's pool3d functions read them: one value for every dim, or three.
+int64_t pick3(at::IntArrayRef v, size_t i, int64_t dflt) { return v.empty() ? dflt : v[v.size() == 1 ? 0 : i]; }
+
+vnc_pool3d_params pool3d_params(at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil) {
+  vnc_pool3d_params p{};
+  for (size_t i = 0; i < 3; i++) {
+    p.k[i] = pick3(k, i, 1);
+    p.stride[i] = pick3(s, i, p.k[i]);
+    p.pad[i] = pick3(pad, i, 0);
+    p.dil[i] = pick3(dil, i, 1);
+  }
+  return p;
+}
+
+void avg_pool3d_impl(Structured<at::meta::structured_avg_pool3d>& op, const at::Tensor& self, at::IntArrayRef k,
+                     at::IntArrayRef s, at::IntArrayRef pad, bool ceil_mode, bool count_include_pad,
+                     std::optional<int64_t> divisor) {
+  op.meta(self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  check_dtype("avg_pool3d_out_frame", self);
+  record_native("aten::avg_pool3d");
+  if (self.scalar_type() == at::kDouble) warn_float64("aten::avg_pool3d");
+  vnc_pool3d_params p = pool3d_params(k, s, pad, {});
+  p.count_include_pad = count_include_pad;
+  p.divisor = divisor.value_or(0);
+  const vnc_volume x = volume_of(self, 3);
+  c10::DeviceGuard g(self.device());
+  into(op.maybe_get_output(0), [&](const at::Tensor& out) {
+    const vnc_volume o = volume_of(out, 3);
+    check(vnc_avg_pool3d(stream_of(self), "aten::avg_pool3d", &p, dt(self), &x, &o));
+  });
+}
+
+at::Tensor avg_pool3d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad, bool ceil_mode,
+                      bool count_include_pad, std::optional<int64_t> divisor) {
+  if (!at::isFloatingType(self.scalar_type())) {  // integer means (truncating division): the visible fallback
+    std::vector<c10::IValue> stack{self, k, s, pad, ceil_mode, count_include_pad, divisor};
+    run_cpu_fallback("aten::avg_pool3d", "", stack);
+    return stack.back().toTensor();
+  }
+  Structured<at::meta::structured_avg_pool3d> op(Mode::Functional);
+  avg_pool3d_impl(op, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  return std::move(op.outs[0]);
+}
+
+at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad,
+                           bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, at::Tensor& out) {
+  check_same_device("aten::avg_pool3d", self, {&out});
+  if (!at::isFloatingType(self.scalar_type())) {
+    std::vector<c10::IValue> stack{self, k, s, pad, ceil_mode, count_include_pad, divisor, out};
+    run_cpu_fallback("aten::avg_pool3d", "out", stack);
+    return out;
+  }
+  Structured<at::meta::structured_avg_pool3d> op(Mode::Out, {out});
+  avg_pool3d_impl(op, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  op.finish();
+  return out;
+}
+
+void avg_pool3d_backward_impl(Structured<at::meta::structured_avg_pool3d_backward>& op, const at::Tensor& grad_output,
+                              const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad,
+                              bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
+  op.meta(grad_output, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  check_same_device("aten::avg_pool3d_backward", self, {&grad_output});
+  check_dtype("avg_pool3d_backward_out_frame", self);
+  record_native("aten::avg_pool3d_backward");
+  vnc_pool3d_params p = pool3d_params(k, s, pad, {});
+  p.count_include_pad = count_include_pad;
+  p.divisor = divisor.value_or(0);
+  const vnc_volume go = volume_of(grad_output, 3);
+  c10::DeviceGuard g(self.device());
+  into(op.maybe_get_output(0), [&](const at::Tensor& gi) {
+    const vnc_volume i = volume_of(gi, 3);
+    check(vnc_avg_pool3d_backward(stream_of(self), "aten::avg_pool3d_backward", &p, dt(self), &go, &i));
+  });
+}
+
+at::Tensor avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                               at::IntArrayRef s, at::IntArrayRef pad, bool ceil_mode, bool count_include_pad,
+                               std::optional<int64_t> divisor) {
+  Structured<at::meta::structured_avg_pool3d_backward> op(Mode::Functional);
+  avg_pool3d_backward_impl(op, grad_output, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  return std::move(op.outs[0]);
+}
+
+at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                                    at::IntArrayRef s, at::IntArrayRef pad, bool ceil_mode, bool count_include_pad,
+                                    std::optional<int64_t> divisor, at::Tensor& grad_input) {
+  check_same_device("aten::avg_pool3d_backward", self, {&grad_input});
+  Structured<at::meta::structured_avg_pool3d_backward> op(Mode::Out, {grad_input});
+  avg_pool3d_backward_impl(op, grad_output, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  op.finish();
+  return grad_input;
+}
+
+// max_pool3d_with_indices has no structured meta: ATen's argument lists, shape checks
+// (pool3d_shape_check) and output sizes (pooling_output_shape) from ATen/native/Pool.h.
+std::vector<int64_t> max_pool3d_shape(const at::Tensor& self, const vnc_pool3d_params& p, bool ceil_mode,
+                                      at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil) {
+  TORCH_CHECK(k.size() == 1 || k.size() == 3, "max_pool3d: kernel_size must either be a single int, or a tuple of three ints");
+  TORCH_CHECK(s.empty() || s.size() == 1 || s.size() == 3, "max_pool3d: stride must either be omitted, a single int, or a tuple of three ints");
+  TORCH_CHECK(pad.size() == 1 || pad.size() == 3, "max_pool3d: padding must either be a single int, or a tuple of three ints");
+  TORCH_CHECK(dil.size() == 1 || dil.size() == 3, "max_pool3d: dilation must be either a single int, or a tuple of three ints");
+  TORCH_CHECK(self.dim() == 4 || self.dim() == 5, "max_pool3d_with_indices_out(): Expected 4D or 5D tensor for input, but got: ",
+              self.sizes());
+  int64_t o[3];
+  const int64_t b = self.dim() - 3;
+  for (int i = 0; i < 3; i++)
+    o[i] = at::native::pooling_output_shape<int64_t>(self.size(b + i), p.k[i], p.pad[i], p.stride[i], p.dil[i], ceil_mode);
+  at::native::pool3d_shape_check(self, self.size(b - 1), p.k[0], p.k[1], p.k[2], p.stride[0], p.stride[1], p.stride[2],
+                                 p.pad[0], p.pad[1], p.pad[2], p.dil[0], p.dil[1], p.dil[2], self.size(b), self.size(b + 1),
+                                 self.size(b + 2), o[0], o[1], o[2], "max_pool3d_with_indices_out()");
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 3);
+  shape.insert(shape.end(), o, o + 3);
+  return shape;
+}
+
+void launch_max(const char* name, const at::Tensor& self, const vnc_pool3d_params* p, int64_t nd, const at::Tensor& out,
+                const at::Tensor& indices) {
+  check_dtype(name + 6, self);
+  record_native(name);
+  if (self.scalar_type() == at::kDouble) warn_float64(name);
+  const vnc_volume x = volume_of(self, nd), o = volume_of(out, nd), i = volume_of(indices, nd);
+  c10::DeviceGuard g(self.device());
+  check(vnc_max_pool3d(stream_of(self), name, p, dt(self), &x, &o, &i));
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool3d_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                                                    at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
+                                                    at::Tensor& out, at::Tensor& indices) {
+  check_same_device("aten::max_pool3d_with_indices", self, {&out, &indices});
+  if (!at::isFloatingType(self.scalar_type())) {  // integer inputs: the visible fallback
+    std::vector<c10::IValue> stack{self, k, s, pad, dil, ceil_mode, out, indices};
+    run_cpu_fallback("aten::max_pool3d_with_indices", "out", stack);
+    return {out, indices};
+  }
+  const vnc_pool3d_params p = pool3d_params(k, s, pad, dil);
+  const auto shape = max_pool3d_shape(self, p, ceil_mode, k, s, pad, dil);
+  at::native::resize_output(out, shape);
+  at::native::resize_output(indices, shape);
+  launch_max("aten::max_pool3d_with_indices", self, &p, 3, out, indices);
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool3d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                                              at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode) {
+  at::Tensor out = at::empty({0}, self.options()), idx = at::empty({0}, self.options().dtype(at::kLong));
+  max_pool3d_out(self, k, s, pad, dil, ceil_mode, out, idx);
+  return {out, idx};
+}
+
+// The backward of every max pooling with indices over the last `nd` dims.
+at::Tensor& max_backward_into(const char* name, const at::Tensor& grad_output, const at::Tensor& self,
+                              const at::Tensor& indices, int64_t nd, at::Tensor& grad_input) {
+  check_same_device(name, self, {&grad_output, &indices, &grad_input});
+  TORCH_CHECK(grad_output.sizes() == indices.sizes() && grad_output.dim() == self.dim(), name,
+              ": grad_output ", grad_output.sizes(), " and indices ", indices.sizes(), " must match the output of input ",
+              self.sizes());
+  TORCH_CHECK(indices.scalar_type() == at::kLong, name, ": expected int64 indices, got ", indices.scalar_type());
+  check_dtype(name + 6, self);
+  at::native::resize_output(grad_input, self.sizes());
+  record_native(name);
+  const vnc_volume go = volume_of(grad_output, nd), i = volume_of(indices, nd);
+  c10::DeviceGuard g(self.device());
+  into(grad_input, [&](const at::Tensor& gi) {
+    const vnc_volume gv = volume_of(gi, nd);
+    check(vnc_max_pool3d_backward(stream_of(self), name, dt(self), &go, &i, &gv));
+  });
+  return grad_input;
+}
+
+at::Tensor& max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef,
+                                    at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor& indices,
+                                    at::Tensor& grad_input) {
+  return max_backward_into("aten::max_pool3d_with_indices_backward", grad_output, self, indices, 3, grad_input);
+}
+
+at::Tensor max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                               at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
+                               const at::Tensor& indices) {
+  at::Tensor gi = at::empty(self.sizes(), self.options());
+  return max_backward_into("aten::max_pool3d_with_indices_backward", grad_output, self, indices, 3, gi);
+}
+
+// adaptive_max_pool2d / 3d: ATen's structured metas size (out, indices); the runtime's adaptive windows.
+template <class Meta, class BwdMeta, int ND>
+struct AdaptiveMax {
+  static constexpr const char* kName = ND == 2 ? "aten::adaptive_max_pool2d" : "aten::adaptive_max_pool3d";
+  static constexpr const char* kBwd = ND == 2 ? "aten::adaptive_max_pool2d_backward" : "aten::adaptive_max_pool3d_backward";
+  static void impl(Structured<Meta, 2>& op, const at::Tensor& self, at::IntArrayRef size) {
+    op.meta(self, size);
+    into(op.maybe_get_output(0), [&](const at::Tensor& out) {
+      into(op.maybe_get_output(1), [&](const at::Tensor& idx) { launch_max(kName, self, nullptr, ND, out, idx); });
+    });
+  }
+  static std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& self, at::IntArrayRef size) {
+    Structured<Meta, 2> op(Mode::Functional);
+    impl(op, self, size);
+    return {std::move(op.outs[0]), std::move(op.outs[1])};
+  }
+  static std::tuple<at::Tensor&, at::Tensor&> fwd_out(const at::Tensor& self, at::IntArrayRef size, at::Tensor& out,
+                                                      at::Tensor& indices) {
+    check_same_device(kName, self, {&out, &indices});
+    Structured<Meta, 2> op(Mode::Out, {out, indices});
+    impl(op, self, size);
+    op.finish();
+    return {out, indices};
+  }
+  static at::Tensor& bwd_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& indices,
+                             at::Tensor& grad_input) {
+    Structured<BwdMeta> op(Mode::Out, {grad_input});
+    op.meta(grad_output, self, indices);
+    at::Tensor gi = op.maybe_get_output(0);
+    max_backward_into(kBwd, grad_output, self, indices, ND, gi);
+    op.finish();
+    return grad_input;
+  }
+  static at::Tensor bwd(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& indices) {
+    at::Tensor gi = at::empty({0}, self.options());
+    return bwd_out(grad_output, self, indices, gi);
+  }
+};
+using AdaptiveMax2d = AdaptiveMax<at::meta::structured_adaptive_max_pool2d, at::meta::structured_adaptive_max_pool2d_backward, 2>;
+using AdaptiveMax3d = AdaptiveMax<at::meta::structured_adaptive_max_pool3d, at::meta::structured_adaptive_max_pool3d_backward, 3>;
+
 // ---------------------------------------------------------------- 1-D and 3-D padding
 
 // The resampling dims of a padding of the last ND dims: padding lists (before, after) pairs
@@ -708,6 +942,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl(#op "_backward.grad_input", TORCH_FN(op##_t::bwd_out));
   NEURON_PAD_OPS(NEURON_PAD_REG)
 #undef NEURON_PAD_REG
+  m.impl("avg_pool3d", TORCH_FN(avg_pool3d));
+  m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out));
+  m.impl("avg_pool3d_backward", TORCH_FN(avg_pool3d_backward));
+  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out));
+  m.impl("max_pool3d_with_indices", TORCH_FN(max_pool3d));
+  m.impl("max_pool3d_with_indices.out", TORCH_FN(max_pool3d_out));
+  m.impl("max_pool3d_with_indices_backward", TORCH_FN(max_pool3d_backward));
+  m.impl("max_pool3d_with_indices_backward.grad_input", TORCH_FN(max_pool3d_backward_out));
+  m.impl("adaptive_max_pool2d", TORCH_FN(AdaptiveMax2d::fwd));
+  m.impl("adaptive_max_pool2d.out", TORCH_FN(AdaptiveMax2d::fwd_out));
+  m.impl("adaptive_max_pool2d_backward", TORCH_FN(AdaptiveMax2d::bwd));
+  m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(AdaptiveMax2d::bwd_out));
+  m.impl("adaptive_max_pool3d", TORCH_FN(AdaptiveMax3d::fwd));
+  m.impl("adaptive_max_pool3d.out", TORCH_FN(AdaptiveMax3d::fwd_out));
+  m.impl("adaptive_max_pool3d_backward", TORCH_FN(AdaptiveMax3d::bwd));
+  m.impl("adaptive_max_pool3d_backward.grad_input", TORCH_FN(AdaptiveMax3d::bwd_out));
   m.impl("_adaptive_avg_pool3d", TORCH_FN(adaptive_avg_pool3d));
   m.impl("_adaptive_avg_pool3d_backward", TORCH_FN(adaptive_avg_pool3d_backward));
   m.impl("reflection_pad2d", TORCH_FN(reflection_pad2d));

@@ -86,6 +86,11 @@ KERNEL_OF = {"__getitem__": "index", "index_put": "_index_put_impl_", "log_sigmo
              "nn.functional.pad.reflect": "reflection_pad2d", "nn.functional.pad.replicate": "replication_pad2d",
              "nn.functional.pad.replicate_negative": "replication_pad2d",
              **{op.name: "_fft_c2c" for op in op_db if op.name.startswith("fft.")},
+             "nn.functional.adaptive_max_pool1d": "adaptive_max_pool2d", "nn.functional.adaptive_max_pool2d": "adaptive_max_pool2d",
+             "nn.functional.adaptive_max_pool3d": "adaptive_max_pool3d", "nn.functional.max_pool3d": "max_pool3d_with_indices",
+             "nn.functional.multi_margin_loss": "multi_margin_loss",
+             "nn.functional.multilabel_margin_loss": "multilabel_margin_loss_forward",
+             "nn.functional.prelu": "_prelu_kernel", "nn.functional.threshold": "threshold",
              "cummax": "_cummax_helper", "cummin": "_cummin_helper", "nn.functional.embedding_bag": "_embedding_bag",
              **{f"nn.functional.conv{t}{n}d": "convolution_overrideable" for t in ("", "_transpose") for n in (1, 2, 3)}}
 

@@ -120,6 +120,34 @@ vnc_status vnc_resample(vnc_stream *s, const char *op, const vnc_resample_dim di
 vnc_status vnc_resample_backward(vnc_stream *s, const char *op, const vnc_resample_dim dims[3], int32_t dtype,
                                  const vnc_volume *grad_out, const vnc_volume *grad_in);
 
+/* ---------------------------------------------------------------- pooling of volumes
+ *
+ * Windows along D, H and W (ATen's avg_pool3d / max_pool3d / adaptive max pooling kernels,
+ * aten/src/ATen/native/cpu/AvgPoolKernel.cpp, MaxPoolKernel.cpp, AdaptiveMaxPoolKernel.cpp).
+ * Floating dtypes, float32 compute; planes in parallel; backward kernels scatter-add per
+ * plane in output order. 1-D and 2-D pools are volumes with D (and H) = 1. */
+typedef struct vnc_pool3d_params {
+  int64_t k[3], stride[3], pad[3], dil[3]; /* D, H, W; avg pooling ignores dil */
+  int32_t count_include_pad;               /* avg */
+  int64_t divisor;                         /* avg: divisor_override, 0 for none */
+} vnc_pool3d_params;
+
+/* out = window means (windows clipped to the input; an empty window gives 0; divisor: the
+ * override, else the window clipped to the padded input (count_include_pad) or to the input). */
+vnc_status vnc_avg_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype, const vnc_volume *x,
+                          const vnc_volume *out);
+vnc_status vnc_avg_pool3d_backward(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype,
+                                   const vnc_volume *grad_out, const vnc_volume *grad_in);
+/* Max pooling with int64 indices (flat d*H*W + h*W + w within the plane, `indices` shaped like
+ * out): a value replaces the running max when greater or NaN; the index starts at the
+ * window's first element. p == NULL: adaptive max pooling (windows [floor(o in / out),
+ * ceil((o + 1) in / out)) per dim). */
+vnc_status vnc_max_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype, const vnc_volume *x,
+                          const vnc_volume *out, const vnc_volume *indices);
+/* grad_in (fully written) = grad_out added at the recorded indices (max and adaptive max). */
+vnc_status vnc_max_pool3d_backward(vnc_stream *s, const char *op, int32_t dtype, const vnc_volume *grad_out,
+                                   const vnc_volume *indices, const vnc_volume *grad_in);
+
 /* Group norm of x viewed as (N, C, S, 1) images (S = spatial size), G groups of C / G
  * channels: per (n, g), mean and biased variance over the group's (c, s) elements in that
  * order (the canonical sum of vnc/reduce.h), rstd = 1 / sqrt(max(var, 0) + eps),

@@ -512,6 +512,175 @@ vnc_status vnc_pad2d_backward(vnc_stream *s, const char *op, vnc_pad_mode mode, 
   return pad2d(s, op, 1, mode, pad, dtype, grad_in, grad_out);
 }
 
+/* ---------------------------------------------------------------- pooling of volumes */
+
+typedef enum { POOL_AVG, POOL_MAX, POOL_ADAPTIVE_MAX } pool_kind;
+
+typedef struct vpool_task {
+  pool_kind kind;
+  vnc_pool3d_params p;
+  int32_t dtype;
+  vnc_volume in, out, idx; /* forward: x, out, indices; backward: grad_in, grad_out, indices */
+} vpool_task;
+
+/* The window of output o along one dim: [*a, *b) clipped to the input, and its size before the
+ * clip to the input (the padded extent, for count_include_pad). */
+static int64_t avg_window(int64_t o, int64_t in, int64_t k, int64_t st, int64_t pad, int64_t *a, int64_t *b) {
+  int64_t s = o * st - pad, e = s + k < in + pad ? s + k : in + pad;
+  const int64_t padded = e - s;
+  *a = s < 0 ? 0 : s;
+  *b = e > in ? in : e;
+  return padded;
+}
+
+static int64_t adaptive_start(int64_t o, int64_t out, int64_t in) { return (o * in) / out; }
+static int64_t adaptive_end(int64_t o, int64_t out, int64_t in) { return ((o + 1) * in + out - 1) / out; }
+
+static void vpool_fwd_planes(void *ctx, int64_t a, int64_t b) {
+  const vpool_task *t = ctx;
+  const vnc_volume *x = &t->in, *y = &t->out;
+  const int64_t D = x->D, H = x->H, W = x->W, OD = y->D, OH = y->H, OW = y->W;
+  const vnc_pool3d_params *p = &t->p;
+  float *in = plane_buffer(D * H * W), *out = plane_buffer(OD * OH * OW);
+  for (int64_t pl = a; pl < b; pl++) {
+    load_vplane(x, t->dtype, pl, in);
+    const int64_t n = pl / y->C, c = pl % y->C;
+    for (int64_t od = 0; od < OD; od++)
+      for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+          float *o = out + (od * OH + oh) * OW + ow;
+          if (t->kind == POOL_AVG) { /* ATen's avg_pool3d: clipped window, divisor rules */
+            int64_t d0, d1, h0, h1, w0, w1;
+            const int64_t size = avg_window(od, D, p->k[0], p->stride[0], p->pad[0], &d0, &d1) *
+                                 avg_window(oh, H, p->k[1], p->stride[1], p->pad[1], &h0, &h1) *
+                                 avg_window(ow, W, p->k[2], p->stride[2], p->pad[2], &w0, &w1);
+            if (d0 >= d1 || h0 >= h1 || w0 >= w1) {
+              *o = 0.0f;
+              continue;
+            }
+            float sum = 0.0f;
+            for (int64_t d = d0; d < d1; d++)
+              for (int64_t h = h0; h < h1; h++)
+                for (int64_t w = w0; w < w1; w++) sum += in[(d * H + h) * W + w];
+            const int64_t div = p->divisor ? p->divisor : p->count_include_pad ? size : (d1 - d0) * (h1 - h0) * (w1 - w0);
+            *o = sum / (float)div;
+            continue;
+          }
+          /* max: ATen's rule (val > max || isnan(val)); the index starts at the window's first element */
+          int64_t lo[3], hi[3], step[3];
+          const int64_t os[3] = {od, oh, ow}, ins[3] = {D, H, W}, outs[3] = {OD, OH, OW};
+          for (int i = 0; i < 3; i++) {
+            if (t->kind == POOL_ADAPTIVE_MAX) {
+              lo[i] = adaptive_start(os[i], outs[i], ins[i]);
+              hi[i] = adaptive_end(os[i], outs[i], ins[i]);
+              step[i] = 1;
+            } else {
+              lo[i] = os[i] * p->stride[i] - p->pad[i];
+              hi[i] = lo[i] + (p->k[i] - 1) * p->dil[i] + 1;
+              step[i] = p->dil[i];
+              while (lo[i] < 0) lo[i] += p->dil[i];
+              if (hi[i] > ins[i]) hi[i] = ins[i];
+            }
+          }
+          float best = -INFINITY;
+          int64_t bi = (lo[0] * H + lo[1]) * W + lo[2];
+          for (int64_t d = lo[0]; d < hi[0]; d += step[0])
+            for (int64_t h = lo[1]; h < hi[1]; h += step[1])
+              for (int64_t w = lo[2]; w < hi[2]; w += step[2]) {
+                const int64_t k = (d * H + h) * W + w;
+                const float v = in[k];
+                if (v > best || isnan(v)) best = v, bi = k;
+              }
+          *o = best;
+          *(int64_t *)vol_elem(&t->idx, 8, n, c, od, oh, ow) = bi;
+        }
+    store_vplane(y, t->dtype, pl, out);
+  }
+  free(in);
+  free(out);
+}
+
+static void vpool_bwd_planes(void *ctx, int64_t a, int64_t b) {
+  const vpool_task *t = ctx;
+  const vnc_volume *gi = &t->in, *go = &t->out;
+  const int64_t D = gi->D, H = gi->H, W = gi->W, OD = go->D, OH = go->H, OW = go->W, N = D * H * W;
+  const vnc_pool3d_params *p = &t->p;
+  float *g = plane_buffer(N), *o = plane_buffer(OD * OH * OW);
+  for (int64_t pl = a; pl < b; pl++) {
+    memset(g, 0, sizeof(float) * (size_t)N);
+    load_vplane(go, t->dtype, pl, o);
+    const int64_t n = pl / go->C, c = pl % go->C;
+    for (int64_t od = 0; od < OD; od++)
+      for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+          const float v = o[(od * OH + oh) * OW + ow];
+          if (t->kind != POOL_AVG) {
+            const int64_t k = *(const int64_t *)vol_elem(&t->idx, 8, n, c, od, oh, ow);
+            if (k >= 0 && k < N) g[k] += v;
+            continue;
+          }
+          int64_t d0, d1, h0, h1, w0, w1;
+          const int64_t size = avg_window(od, D, p->k[0], p->stride[0], p->pad[0], &d0, &d1) *
+                               avg_window(oh, H, p->k[1], p->stride[1], p->pad[1], &h0, &h1) *
+                               avg_window(ow, W, p->k[2], p->stride[2], p->pad[2], &w0, &w1);
+          if (d0 >= d1 || h0 >= h1 || w0 >= w1) continue;
+          const int64_t div = p->divisor ? p->divisor : p->count_include_pad ? size : (d1 - d0) * (h1 - h0) * (w1 - w0);
+          const float share = v / (float)div;
+          for (int64_t d = d0; d < d1; d++)
+            for (int64_t h = h0; h < h1; h++)
+              for (int64_t w = w0; w < w1; w++) g[(d * H + h) * W + w] += share;
+        }
+    store_vplane(gi, t->dtype, pl, g);
+  }
+  free(g);
+  free(o);
+}
+
+static vnc_status vpool_launch(vnc_stream *s, const char *op, pool_kind kind, int backward, const vnc_pool3d_params *p,
+                               int32_t dtype, const vnc_volume *in, const vnc_volume *out, const vnc_volume *idx) {
+  vnc_status st = need_floating(op, dtype);
+  if (st != VNC_OK) return st;
+  if (in->N != out->N || in->C != out->C || (idx && (idx->D != out->D || idx->H != out->H || idx->W != out->W)))
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: input, output and indices shapes disagree", op);
+  if (p)
+    for (int i = 0; i < 3; i++)
+      if (p->k[i] < 1 || p->stride[i] < 1 || p->pad[i] < 0 || p->dil[i] < 1)
+        return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: invalid kernel size, stride, padding or dilation", op);
+  const int64_t planes = in->N * in->C;
+  if (planes == 0 || (backward ? in->D * in->H * in->W : out->D * out->H * out->W) == 0) return VNC_OK;
+  if (!backward && in->D * in->H * in->W == 0)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot pool an empty input", op);
+  vpool_task t;
+  memset(&t, 0, sizeof t);
+  t.kind = kind;
+  if (p) t.p = *p;
+  t.dtype = dtype;
+  t.in = *in;
+  t.out = *out;
+  if (idx) t.idx = *idx;
+  return vnc_launch_parallel(s, op, backward ? vpool_bwd_planes : vpool_fwd_planes, planes, 1, &t, sizeof t, NULL);
+}
+
+vnc_status vnc_avg_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype, const vnc_volume *x,
+                          const vnc_volume *out) {
+  return vpool_launch(s, op, POOL_AVG, 0, p, dtype, x, out, NULL);
+}
+
+vnc_status vnc_avg_pool3d_backward(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype,
+                                   const vnc_volume *grad_out, const vnc_volume *grad_in) {
+  return vpool_launch(s, op, POOL_AVG, 1, p, dtype, grad_in, grad_out, NULL);
+}
+
+vnc_status vnc_max_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype, const vnc_volume *x,
+                          const vnc_volume *out, const vnc_volume *indices) {
+  return vpool_launch(s, op, p ? POOL_MAX : POOL_ADAPTIVE_MAX, 0, p, dtype, x, out, indices);
+}
+
+vnc_status vnc_max_pool3d_backward(vnc_stream *s, const char *op, int32_t dtype, const vnc_volume *grad_out,
+                                   const vnc_volume *indices, const vnc_volume *grad_in) {
+  return vpool_launch(s, op, POOL_MAX, 1, NULL, dtype, grad_in, grad_out, indices);
+}
+
 /* ---------------------------------------------------------------- group norm */
 
 typedef struct gn_task {
