@@ -1,5 +1,5 @@
 // Neural-network ops on the neuron key: softmax family, layer norm, NLL loss, regression losses
-// (MSE, smooth L1, Huber), margin losses (multi-class, multi-label) and log_sigmoid,
+// (MSE, smooth L1, Huber), margin losses (multi-class, multi-label), CTC loss and log_sigmoid,
 // index_select, embedding backward, embedding bags,
 // arange, eye, linspace, tril/triu. ATen's meta functions (where they exist) check arguments
 // and size outputs; the runtime's vnc/nn.h and vnc/embedding_bag.h kernels compute.
@@ -405,6 +405,97 @@ at::Tensor& nx_multilabel_margin_loss_backward_out(const at::Tensor& grad_output
   const at::Tensor r = nx_multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target);
   at::native::resize_output(grad_input, r.sizes());
   return grad_input.copy_(r);
+}
+
+// ---------------------------------------------------------------- CTC loss
+
+// _ctc_loss and its backward (runtime vnc/ctc.h, ATen's CPU algorithm), with ATen's argument
+// checks (LossCTC.cpp). Lengths given as tensors are read on the host, as CPU reads them.
+std::vector<int64_t> host_lengths(const at::Tensor& t) {
+  TORCH_CHECK(t.dim() <= 1 && at::isIntegralType(t.scalar_type(), false), "ctc_loss: lengths must be a 1-D integer tensor");
+  const at::Tensor c = t.to(at::kCPU, at::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+vnc_ctc_args ctc_args(const char* name, const at::Tensor& log_probs, const at::Tensor& targets, at::IntArrayRef in_len,
+                      at::IntArrayRef tg_len, int64_t blank, int64_t& max_target) {
+  check_same_device(name, log_probs, {&targets});
+  TORCH_CHECK(log_probs.dim() == 3, name, ": expected log_probs of shape [T, N, C], got ", log_probs.sizes());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(log_probs.scalar_type()), "\"ctc_loss_cpu\" not implemented for '",
+                              log_probs.scalar_type(), "'");
+  TORCH_CHECK(targets.scalar_type() == at::kLong || targets.scalar_type() == at::kInt, name,
+              ": targets must be int32 or int64, got ", targets.scalar_type());
+  const int64_t T = log_probs.size(0), N = log_probs.size(1), C = log_probs.size(2);
+  TORCH_CHECK(blank < C && blank >= 0, "blank must be in label range");
+  TORCH_CHECK(static_cast<int64_t>(in_len.size()) == N, "input_lengths must be of size batch_size");
+  TORCH_CHECK(static_cast<int64_t>(tg_len.size()) == N, "target_lengths must be of size batch_size");
+  max_target = 0;
+  int64_t total = 0;
+  for (int64_t n = 0; n < N; n++) {
+    TORCH_CHECK(in_len[n] >= 0 && in_len[n] <= T, "Expected input_lengths to have value at most ", T, ", but got value ",
+                in_len[n], " (while checking arguments for ctc_loss_cpu)");
+    TORCH_CHECK(tg_len[n] >= 0, "Expected target_lengths to be non-negative, got ", tg_len[n]);
+    max_target = std::max(max_target, tg_len[n]);
+    total += tg_len[n];
+  }
+  if (targets.dim() == 1) {
+    TORCH_CHECK(targets.size(0) >= total, "Expected tensor to have size at least ", total,
+                " at dimension 0, but got size ", targets.size(0), " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+  } else {
+    TORCH_CHECK(targets.dim() == 2 && targets.size(0) == N && targets.size(1) >= max_target,
+                "Expected tensor to have size at least ", max_target, " at dimension 1, but got size ",
+                targets.dim() == 2 ? targets.size(1) : 0, " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+  }
+  vnc_ctc_args a{};
+  a.log_probs = to_vnc(log_probs);
+  a.targets = to_vnc(targets);
+  a.input_lengths = in_len.data();
+  a.target_lengths = tg_len.data();
+  a.blank = blank;
+  return a;
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const at::Tensor& targets, at::IntArrayRef in_len,
+                                            at::IntArrayRef tg_len, int64_t blank, bool) {
+  constexpr const char* name = "aten::_ctc_loss";
+  int64_t max_target = 0;
+  const vnc_ctc_args a = ctc_args(name, log_probs, targets, in_len, tg_len, blank, max_target);
+  record_native(name);
+  if (log_probs.scalar_type() == at::kDouble) warn_float64(name);
+  at::Tensor nll = at::empty({log_probs.size(1)}, log_probs.options());
+  at::Tensor log_alpha = at::empty({log_probs.size(1), log_probs.size(0), 2 * max_target + 1}, log_probs.options());
+  vnc_tensor nv = to_vnc(nll), lv = to_vnc(log_alpha);
+  c10::DeviceGuard g(log_probs.device());
+  check(vnc_ctc_loss(stream_of(log_probs), name, &a, &nv, &lv));
+  return {nll, log_alpha};
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& log_probs, const at::Tensor& targets,
+                                                   const at::Tensor& in_len, const at::Tensor& tg_len, int64_t blank,
+                                                   bool zero_infinity) {
+  return ctc_loss(log_probs, targets, host_lengths(in_len), host_lengths(tg_len), blank, zero_infinity);
+}
+
+at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
+                             at::IntArrayRef in_len, at::IntArrayRef tg_len, const at::Tensor& nll,
+                             const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+  constexpr const char* name = "aten::_ctc_loss_backward";
+  check_same_device(name, log_probs, {&grad, &nll, &log_alpha});
+  int64_t max_target = 0;
+  const vnc_ctc_args a = ctc_args(name, log_probs, targets, in_len, tg_len, blank, max_target);
+  record_native(name);
+  at::Tensor out = at::empty(log_probs.sizes(), log_probs.options());
+  vnc_tensor gv = to_vnc(grad), nv = to_vnc(nll), lv = to_vnc(log_alpha), ov = to_vnc(out);
+  c10::DeviceGuard g(log_probs.device());
+  check(vnc_ctc_loss_backward(stream_of(log_probs), name, &a, &gv, &nv, &lv, zero_infinity, &ov));
+  return out;
+}
+
+at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
+                                    const at::Tensor& in_len, const at::Tensor& tg_len, const at::Tensor& nll,
+                                    const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+  return ctc_loss_backward(grad, log_probs, targets, host_lengths(in_len), host_lengths(tg_len), nll, log_alpha, blank,
+                           zero_infinity);
 }
 
 // ---------------------------------------------------------------- embedding bags
@@ -1007,6 +1098,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multilabel_margin_loss_forward.output", TORCH_FN(nx_multilabel_margin_loss_forward_out));
   m.impl("multilabel_margin_loss_backward", TORCH_FN(nx_multilabel_margin_loss_backward));
   m.impl("multilabel_margin_loss_backward.grad_input", TORCH_FN(nx_multilabel_margin_loss_backward_out));
+  m.impl("_ctc_loss", TORCH_FN(ctc_loss));
+  m.impl("_ctc_loss.Tensor", TORCH_FN(ctc_loss_tensor));
+  m.impl("_ctc_loss_backward", TORCH_FN(ctc_loss_backward));
+  m.impl("_ctc_loss_backward.Tensor", TORCH_FN(ctc_loss_backward_tensor));
   m.impl("_embedding_bag", TORCH_FN(embedding_bag));
   m.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag_forward_only));
   m.impl("_embedding_bag_backward", TORCH_FN(embedding_bag_backward));

@@ -291,3 +291,43 @@ def test_complex_randn_is_native(native):
     z = torch.randn(100_000, dtype=torch.complex64, device="neuron")
     # each part N(0, 1/2): total variance 1, as on CPU
     assert abs(z.real.var().item() - 0.5) < 0.02 and abs(z.imag.var().item() - 0.5) < 0.02
+
+
+# ---------------------------------------------------------------- CTC loss
+
+@pytest.mark.parametrize("targets_layout", ["padded", "concatenated"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss_matches_cpu(native, targets_layout, reduction):
+    g = torch.Generator().manual_seed(0)
+    T, N, C = 20, 3, 6
+    logits = torch.randn(T, N, C, generator=g)
+    in_len, tg_len = torch.tensor([20, 15, 9]), torch.tensor([7, 0, 4])
+    padded = torch.randint(1, C, (N, 7), generator=g)
+    targets = padded if targets_layout == "padded" else torch.cat([padded[i, :l] for i, l in enumerate(tg_len.tolist())])
+    lc = logits.clone().requires_grad_()
+    ld = logits.to("neuron").requires_grad_()
+    expected = F.ctc_loss(lc.log_softmax(2), targets, in_len, tg_len, reduction=reduction)
+    actual = F.ctc_loss(ld.log_softmax(2), targets.to("neuron"), in_len.to("neuron"), tg_len.to("neuron"),
+                        reduction=reduction)
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), **TOL)
+    expected.sum().backward()
+    actual.sum().backward()
+    torch.testing.assert_close(ld.grad.cpu(), lc.grad, rtol=1e-4, atol=1e-5)
+    _ran("aten::_ctc_loss")
+    _ran("aten::_ctc_loss_backward")
+
+
+def test_ctc_loss_impossible_alignment_and_zero_infinity(native):
+    # a target longer than the input cannot be aligned: infinite loss, or 0 with zero_infinity
+    logits = torch.randn(3, 1, 4, generator=torch.Generator().manual_seed(1))
+    args = (torch.tensor([[1, 2, 1, 2]]), [3], [4])
+    for zero_infinity in (False, True):
+        lc, ld = logits.clone().requires_grad_(), logits.to("neuron").requires_grad_()
+        e = F.ctc_loss(lc.log_softmax(2), *args, zero_infinity=zero_infinity, reduction="sum")
+        a = F.ctc_loss(ld.log_softmax(2), args[0].to("neuron"), *args[1:], zero_infinity=zero_infinity, reduction="sum")
+        torch.testing.assert_close(a.detach().cpu(), e.detach())
+        e.backward()
+        a.backward()
+        torch.testing.assert_close(ld.grad.cpu(), lc.grad, equal_nan=True)
+    with pytest.raises(RuntimeError, match="blank must be in label range"):
+        F.ctc_loss(logits.to("neuron").log_softmax(2), args[0].to("neuron"), [3], [4], blank=9)

@@ -23,4 +23,5 @@
 #include "histogram.h"
 #include "embedding_bag.h"
 #include "fft.h"
+#include "ctc.h"
 #endif
