@@ -4,6 +4,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
+
 #include "neuron.h"
 
 #include <torch/csrc/Exceptions.h>
@@ -15,6 +17,7 @@ bool strict_fallback();
 bool reduction_geometry(bool sum_like, const at::Tensor& self, const at::Tensor& out, at::IntArrayRef dims,
                         bool keepdim, vnc_iter* it);
 int add_jit_methods(PyObject* module);
+void init_distributed(PyObject* module);  // distributed.cpp (pybind11: c10d bindings)
 }  // namespace torch_neuronx
 
 namespace {
@@ -54,6 +57,22 @@ PyObject* py_is_initialized(PyObject*, PyObject*) { return PyBool_FromLong(vnc_i
 PyObject* py_in_bad_fork(PyObject*, PyObject*) { return PyBool_FromLong(vnc_in_bad_fork()); }
 PyObject* py_launch_blocking(PyObject*, PyObject*) { return PyBool_FromLong(vnc_launch_blocking()); }
 PyObject* py_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(vnc_num_threads()); }
+PyObject* py_cpu_isa(PyObject*, PyObject*) { return PyUnicode_FromString(vnc_cpu_isa()); }
+
+PyObject* py_set_num_threads(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  long n = PyLong_AsLong(arg);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  check(vnc_set_num_threads(static_cast<int>(std::max(-1L, std::min(n, 1L << 20)))));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_cpu_isa_supported(PyObject*, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (!name) return nullptr;
+  return PyBool_FromLong(vnc_cpu_isa_supported(name));
+}
 
 PyObject* py_init(PyObject*, PyObject*) {
   HANDLE_TH_ERRORS
@@ -287,6 +306,14 @@ PyObject* py_debug_enqueue_failure(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+// Registers the c10d backend class (_NeuronBackend) once torch.distributed is imported.
+PyObject* py_init_distributed(PyObject* module, PyObject*) {
+  HANDLE_TH_ERRORS
+  init_distributed(module);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 // _reduction_geometry(sum_like, self, out, dims, keepdim) -> None (eager casts first) or
 // (shape, strides, dtypes): the reduction TensorIterator's geometry (innermost dim first, byte
 // strides per operand, operand 0 the output), for the compiler.
@@ -325,6 +352,9 @@ PyMethodDef methods[] = {
     {"_in_bad_fork", py_in_bad_fork, METH_NOARGS, nullptr},
     {"_launch_blocking", py_launch_blocking, METH_NOARGS, nullptr},
     {"_num_threads", py_num_threads, METH_NOARGS, nullptr},
+    {"_set_num_threads", py_set_num_threads, METH_O, nullptr},
+    {"_isa", py_cpu_isa, METH_NOARGS, nullptr},
+    {"_cpu_isa_supported", py_cpu_isa_supported, METH_O, nullptr},
     {"_init", py_init, METH_NOARGS, nullptr},
     {"_get_device", py_get_device, METH_NOARGS, nullptr},
     {"_set_device", py_set_device, METH_O, nullptr},
@@ -349,6 +379,7 @@ PyMethodDef methods[] = {
     {"_set_tracking_paused", py_set_tracking_paused, METH_O, nullptr},
     {"_set_strict", py_set_strict, METH_O, nullptr},
     {"_debug_enqueue_failure", py_debug_enqueue_failure, METH_VARARGS, nullptr},
+    {"_init_distributed", py_init_distributed, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_neuronx._C", "torch_neuronx native glue", -1, methods};

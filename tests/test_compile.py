@@ -6,6 +6,7 @@ compiled (fused kernels, no eager fallback), so a backend that silently ran eage
 
 The compile cache is a fresh temporary directory (conftest sets TORCH_NEURONX_CACHE_DIR)."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -209,7 +210,7 @@ def test_cnn_training_matches_eager():
     le, pe = _train(a.to("neuron"), 10, data, False)
     lc, pc = _train(b.to("neuron"), 10, data, True)
     assert_compiled(allow_eager={"aten::convolution", "aten::convolution_backward",
-                                 "aten::native_batch_norm", "aten::native_batch_norm_backward",
+                                 "aten::_native_batch_norm_legit_functional", "aten::native_batch_norm_backward",
                                  "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
                                  "aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d_backward"})
     assert torch.equal(le, lc)
@@ -219,6 +220,89 @@ def test_cnn_training_matches_eager():
     assert_bitwise_equal(b[1].running_mean, a[1].running_mean)
     assert_bitwise_equal(b[1].running_var, a[1].running_var)
     assert int(b[1].num_batches_tracked) == 10
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+@pytest.mark.parametrize("opt_cls,kw", [(torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1)),
+                                        (torch.optim.SGD, dict(lr=1e-2, momentum=0.9))])
+def test_compiled_optimizer_step(opt_cls, kw):
+    """torch.compile(optimizer.step): the foreach ops fuse into one loop per parameter, which
+    writes the new values straight into the parameters and state (input mutations). PyTorch's
+    optimizers take other code paths when compiled (lerp as addcmul, ...), so the comparison
+    with eager allows float32 rounding."""
+    def make():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)).to("neuron")
+        return m, opt_cls(m.parameters(), **kw)
+
+    (m1, o1), (m2, o2) = make(), make()
+    params2 = list(m2.parameters())
+    step2 = torch.compile(o2.step, backend="neuron")
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        x = torch.randn(8, 16, generator=g).to("neuron")
+        for m, o, st in ((m1, o1, o1.step), (m2, o2, step2)):
+            m(x).square().sum().backward()
+            st()
+            o.zero_grad()
+    assert all(a is b for a, b in zip(params2, m2.parameters()))  # updated in place
+    for a, b in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    for sa, sb in zip(o1.state.values(), o2.state.values()):
+        for k in sa:
+            # (moments of tiny magnitude: compared relative to the tensor's scale; Inductor's
+            # compiled step differs from eager by as much on CPU)
+            a, b = torch.as_tensor(sa[k]).float().cpu(), torch.as_tensor(sb[k]).float().cpu()
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5 * max(a.abs().max().item(), 1e-12))
+    recs = assert_compiled()
+    assert all(r["segment_count"] == 1 for r in recs)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def _hf_models():
+    from transformers import (BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                              LlamaForCausalLM)
+
+    ids = lambda: torch.randint(0, 100, (2, 16))  # noqa: E731
+    return {
+        "gpt2": (lambda: GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=100, n_positions=64,
+                                                    bos_token_id=0, eos_token_id=0)),
+                 lambda: dict(input_ids=ids(), labels=ids())),
+        "bert": (lambda: BertForSequenceClassification(BertConfig(num_hidden_layers=2, num_attention_heads=2,
+                                                                  hidden_size=64, intermediate_size=128, vocab_size=100,
+                                                                  num_labels=3)),
+                 lambda: dict(input_ids=ids(), attention_mask=torch.ones(2, 16, dtype=torch.long),
+                              labels=torch.randint(0, 3, (2,)))),
+        "llama": (lambda: LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                                       hidden_size=64, intermediate_size=128, vocab_size=100)),
+                  lambda: dict(input_ids=ids(), labels=ids())),
+    }
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_hugging_face_models_train_like_eager(name):
+    """Tiny Hugging Face models built from configs (no download): compiled loss and gradients
+    equal eager's bit for bit, with no CPU fallback."""
+    make, batch = _hf_models()[name]
+    torch.manual_seed(0)
+    model = make().to("neuron").train()
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+    inputs = {k: v.to("neuron") for k, v in batch().items()}
+    params = [p for p in model.parameters() if p.requires_grad]
+    want = model(**inputs).loss
+    gw = torch.autograd.grad(want, params, allow_unused=True)
+    got = torch.compile(model, backend="neuron")(**inputs).loss
+    gg = torch.autograd.grad(got, params, allow_unused=True)
+    assert_bitwise_equal(got, want)
+    for a, b in zip(gw, gg):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert_bitwise_equal(b, a)
+    assert_compiled(allow_eager={"aten::constant_pad_nd", "aten::_safe_softmax", "aten::tril", "aten::gather",
+                                 "aten::index.Tensor", "aten::_scaled_dot_product_fused_attention_overrideable",
+                                 "aten::_scaled_dot_product_fused_attention_overrideable_backward"})
     assert torch_neuronx.get_fallback_ops() == []
 
 
@@ -247,6 +331,25 @@ def test_new_shape_recompiles(neuron):
         assert_bitwise_equal(f(x), (x * 2).softmax(-1))
     assert len(compiled_records()) == 2
     assert_compiled()
+
+
+def test_symbolic_shapes_are_specialised_per_size(neuron):
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w).sum(-1) * x.shape[0]
+
+    w = torch.randn(16, 8, device=neuron)
+    for dynamic in (True, None):  # symbolic from the start; automatic after a shape change
+        torch._dynamo.reset()
+        reset_dynamo_metrics()
+        cf = torch.compile(f, backend="neuron", dynamic=dynamic)
+        for n in (4, 6, 9, 6, 13):
+            x = torch.randn(n, 16, device=neuron)
+            assert_bitwise_equal(cf(x, w), f(x, w))
+        recs = get_dynamo_metrics()
+        assert any("symbolic" in r["reason"] for r in recs), recs
+        specialised = [r for r in recs if re.search(r"_s\d+$", r["graph_name"])]
+        assert specialised and all(r["fused_kernel_count"] >= 1 and not r["fallback"] for r in specialised)
+    assert torch_neuronx.get_fallback_ops() == []
 
 
 def test_graph_breaks(neuron):
@@ -378,6 +481,16 @@ def test_cpu_inputs(neuron):
     assert "Input tensor at index 1 is on cpu device" in proc.stdout
 
 
+def test_graph_constants_and_rng_state_calls(neuron):
+    def f(x):
+        torch.neuron.manual_seed(7)  # host state: a graph break, run eagerly
+        return x * torch.tensor([1.0, 2.0, 3.0], device="neuron") + torch.tensor([5, 6, 7]).to("neuron")
+
+    x = torch.randn(3, device=neuron)
+    assert_bitwise_equal(torch.compile(f, backend="neuron")(x), f(x))
+    assert_compiled()
+
+
 def test_stream_calls_inside_compiled_region(neuron):
     def f(x):
         y = x * 2
@@ -451,7 +564,8 @@ def _run_cache_script(cache, n=1):
 def test_two_processes_compile_at_once_then_a_third_hits_the_cache(tmp_path):
     first = _run_cache_script(tmp_path, n=2)  # concurrent cold compiles of the same graphs
     assert first[0]["loss"] == first[1]["loss"]
-    assert all(r["compiles"] >= 1 for r in first)
+    # at least one compiled; the other compiled too, or found what the first had stored
+    assert sum(r["compiles"] for r in first) >= 1
     again = _run_cache_script(tmp_path)[0]
     assert again["compiles"] == 0 and all(again["hits"]), again
     assert again["loss"] == first[0]["loss"]

@@ -1,4 +1,5 @@
 /* Streams: in-order task queues, each run by one worker thread; events; sticky errors. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,9 @@ struct vnc_stream {
   task *head, *tail;
   uint64_t enqueued, completed;
   int worker_waiting, waiters;
+  int inline_busy; /* a vnc_launch_small task runs on its caller's thread: the worker waits */
   atomic_uint_fast64_t posted; /* launches so far, readable without the lock (worker's spin) */
+  vnc_hold *held; /* a hold taken while the stream was idle: the worker waits, not at a task */
   vnc_status err;
   char err_msg[1024];
 };
@@ -56,6 +59,44 @@ static vnc_status run_as(vnc_stream *s, vnc_task_fn fn, void *payload) {
   return st;
 }
 
+/* A hold (vnc_stream_hold) is a task whose body is never called: the worker stops at it until
+ * vnc_hold_release. Fields are guarded by the stream's mutex. */
+struct vnc_hold {
+  vnc_stream *stream;
+  int released, parked, completed; /* parked: the worker waits at it */
+  vnc_status st;
+  char op[64];
+  char msg[900]; /* fits err_msg with the op prefix */
+};
+
+static vnc_status hold_task(void *payload) {
+  (void)payload;
+  return VNC_OK;
+}
+
+/* Finishes a hold's task (stream mutex held): sticky error, completion count, waiters. */
+static void complete_hold(vnc_stream *s, vnc_hold *h) {
+  if (h->st != VNC_OK && s->err == VNC_OK) {
+    s->err = h->st;
+    snprintf(s->err_msg, sizeof s->err_msg, "%s: %s", h->op, h->msg);
+  }
+  h->completed = 1;
+  s->completed++;
+  if (s->waiters) pthread_cond_broadcast(&s->done_cv);
+}
+
+/* The worker at a hold (stream mutex held): waits for the release unless it came first. */
+static void run_hold(vnc_stream *s, task *t) {
+  vnc_hold *h = *(vnc_hold **)(void *)t->payload;
+  while (!h->released) {
+    h->parked = 1;
+    pthread_cond_wait(&s->work_cv, &s->m);
+  }
+  if (!h->completed) complete_hold(s, h);
+  free(h);
+  free(t);
+}
+
 /* An idle worker polls for up to SPIN_NS before it sleeps: back-to-back small launches then
  * cost no futex wake-up (the adaptive wait of a mutex); beyond that it blocks. */
 #define SPIN_NS 20000
@@ -67,15 +108,24 @@ static void *worker_main(void *arg) {
     if (s->head == NULL) {
       uint_fast64_t seen = atomic_load_explicit(&s->posted, memory_order_relaxed);
       pthread_mutex_unlock(&s->m);
-      uint64_t t0 = vnc_now_ns();
-      while (atomic_load_explicit(&s->posted, memory_order_acquire) == seen && vnc_now_ns() - t0 < SPIN_NS) {
+      uint64_t t0 = vnc_now_ns(), last = t0;
+      for (unsigned polls = 1; atomic_load_explicit(&s->posted, memory_order_acquire) == seen; polls++) {
+        if (polls % 64) {
 #if defined(__x86_64__)
-        __builtin_ia32_pause();
+          __builtin_ia32_pause();
 #endif
+          continue;
+        }
+        /* As the thread pool's poll: yield the core now and then, and stop at once after
+         * having been descheduled (another process wants this core). */
+        const uint64_t now = vnc_now_ns();
+        if (now - t0 >= SPIN_NS || now - last >= SPIN_NS) break;
+        last = now;
+        sched_yield();
       }
       pthread_mutex_lock(&s->m);
     }
-    while (s->head == NULL) {
+    while (s->head == NULL || s->held || s->inline_busy) {
       s->worker_waiting = 1;
       pthread_cond_wait(&s->work_cv, &s->m);
     }
@@ -83,6 +133,10 @@ static void *worker_main(void *arg) {
     task *t = s->head;
     s->head = t->next;
     if (!s->head) s->tail = NULL;
+    if (t->fn == hold_task) {
+      run_hold(s, t);
+      continue;
+    }
     int drop = !t->always_run && s->err != VNC_OK;
     pthread_mutex_unlock(&s->m);
     vnc_status st = drop ? VNC_OK : run_as(s, t->fn, t->payload);
@@ -234,6 +288,38 @@ vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void 
   return VNC_OK;
 }
 
+#define SMALL_PAYLOAD 4096
+
+vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
+                            size_t payload_size, vnc_release_fn release) {
+  if (payload_size > SMALL_PAYLOAD || vnc_in_bad_fork() || vnc_launch_blocking() || running_stream == s)
+    return vnc_launch(s, op, fn, payload, payload_size, release); /* (inside s's own task: inline) */
+  pthread_mutex_lock(&s->m);
+  if (s->head || s->inline_busy || s->completed != s->enqueued) { /* busy: keep the order */
+    pthread_mutex_unlock(&s->m);
+    return enqueue(s, op, fn, payload, payload_size, release, 0, NULL);
+  }
+  const int drop = s->err != VNC_OK; /* behind a failed task: dropped, as on the worker */
+  s->inline_busy = 1;
+  s->enqueued++; /* `posted` stays: the polling worker has nothing to pop */
+  pthread_mutex_unlock(&s->m);
+  _Alignas(16) unsigned char copy[SMALL_PAYLOAD];
+  if (payload_size) memcpy(copy, payload, payload_size);
+  vnc_status st = drop ? VNC_OK : run_as(s, fn, copy);
+  if (release) release(copy);
+  pthread_mutex_lock(&s->m);
+  if (st != VNC_OK && s->err == VNC_OK) {
+    s->err = st;
+    snprintf(s->err_msg, sizeof s->err_msg, "%s: %s", op ? op : "op", vnc_last_error());
+  }
+  s->completed++;
+  s->inline_busy = 0;
+  if (s->waiters) pthread_cond_broadcast(&s->done_cv);
+  if (s->head && s->worker_waiting) pthread_cond_signal(&s->work_cv);
+  pthread_mutex_unlock(&s->m);
+  return VNC_OK;
+}
+
 vnc_status vnc_stream_synchronize(vnc_stream *s) {
   pthread_mutex_lock(&s->m);
   while (s->completed < s->enqueued) {
@@ -296,6 +382,46 @@ void vnc_device_drain(int device) {
     vnc_stream *s = &streams[device][i];
     if (atomic_load(&s->started)) vnc_stream_wait_ticket(s, vnc_stream_enqueued(s));
   }
+}
+
+vnc_status vnc_stream_hold(vnc_stream *s, const char *op, vnc_hold **out) {
+  vnc_hold *h = calloc(1, sizeof *h);
+  if (!h) return vnc_set_error(VNC_ERR_INTERNAL, "%s: out of host memory for a hold", op ? op : "hold");
+  h->stream = s;
+  snprintf(h->op, sizeof h->op, "%s", op ? op : "hold");
+  pthread_mutex_lock(&s->m);
+  if (s->head == NULL && s->held == NULL && s->completed == s->enqueued) {
+    /* Idle stream: the hold is its current work at once, without waking the worker. */
+    s->held = h;
+    h->parked = 1;
+    s->enqueued++; /* `posted` stays: the worker has nothing to pop */
+    pthread_mutex_unlock(&s->m);
+    *out = h;
+    return VNC_OK;
+  }
+  pthread_mutex_unlock(&s->m);
+  /* always_run: a hold behind a failed task still orders what follows it */
+  vnc_status st = enqueue(s, op, hold_task, &h, sizeof h, NULL, 1, NULL);
+  if (st != VNC_OK) {
+    free(h);
+    return st;
+  }
+  *out = h;
+  return VNC_OK;
+}
+
+void vnc_hold_release(vnc_hold *h, vnc_status st, const char *msg) {
+  vnc_stream *s = h->stream;
+  pthread_mutex_lock(&s->m);
+  h->st = st;
+  snprintf(h->msg, sizeof h->msg, "%s", msg ? msg : "");
+  h->released = 1;
+  if (h->parked) complete_hold(s, h); /* the stream stands at the hold: its waiters wake now */
+  const int idle_hold = s->held == h; /* taken on an idle stream: no task to free it */
+  if (idle_hold) s->held = NULL;
+  pthread_cond_broadcast(&s->work_cv);
+  pthread_mutex_unlock(&s->m);
+  if (idle_hold) free(h);
 }
 
 /* ---- events ---- */

@@ -89,6 +89,17 @@ int main(void) {
     CHECK_OK(vnc_stream_synchronize(S));
     CHECK(fabsf(y[2] - y[8]) < 1e-5f && fabsf(y[3] + y[9]) < 1e-5f && fabsf(y[0] - 15.0f) < 1e-5f);
   }
+  /* a constant of power-of-two length: roots on the axes are exact, so the other bins are 0 */
+  for (int64_t n = 2; n <= 64; n *= 2) {
+    float x[64], y[128];
+    for (int i = 0; i < 64; i++) x[i] = 1.0f;
+    vnc_tensor a = vnc_tensor_contiguous(x, VNC_FLOAT32, 1, (int64_t[]){n}), b = vnc_tensor_contiguous(y, VNC_COMPLEX64, 1, (int64_t[]){n});
+    CHECK_OK(vnc_fft_r2c(S, "fft_r2c", &a, &b, 0, 1.0));
+    CHECK_OK(vnc_stream_synchronize(S));
+    int exact = y[0] == (float)n && y[1] == 0.0f;
+    for (int64_t k = 2; k < 2 * n; k++) exact &= y[k] == 0.0f;
+    CHECK(exact);
+  }
   /* refusals: wrong dtypes, mismatched lengths */
   {
     float x[8], y[8];

@@ -15,6 +15,7 @@ import warnings
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import jit, metrics
 from .codegen import generate
@@ -49,6 +50,13 @@ def _decompositions():
 _DECOMPS = None
 
 
+def _donated():
+    """Backward inputs AOTAutograd donates (saved activations freed by this graph), or none."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    return list(getattr(meta, "bw_donated_idxs", None) or [])
+
+
 def _aot_names():
     try:
         from torch._functorch._aot_autograd.logging_utils import get_aot_compilation_context
@@ -67,20 +75,19 @@ class _GraphCompiler:
         self.model_name = model_name
         self.fallback = fallback
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs, graph_type: str):
-        aot_id, kind, nth = _aot_names()
-        graph_type = kind if kind in ("forward", "backward", "inference") else graph_type
-        name = f"{self.model_name}_{aot_id}_{graph_type}_{nth}"
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs, graph_type: str, name: str | None = None):
+        if name is None:
+            aot_id, kind, nth = _aot_names()
+            graph_type = kind if kind in ("forward", "backward", "inference") else graph_type
+            name = f"{self.model_name}_{aot_id}_{graph_type}_{nth}"
         rec = metrics.new_record(name, self.model_name, graph_type, gm)
         t0 = time.perf_counter()
         try:
-            prog = lower(gm)
+            prog = lower(gm, _donated() if graph_type == "backward" else ())
         except DynamicShapes:
-            _warn_once("dynamic", "torch.compile(backend='neuron'): graphs with symbolic shapes run eagerly "
-                                  "(compile with dynamic=False to get a compiled graph per shape)")
-            rec.fallback, rec.reason = True, "symbolic shapes"
+            rec.fallback, rec.reason = False, "symbolic shapes: specialised per concrete shape at run time"
             metrics.commit(rec)
-            return EagerGraph(gm)
+            return SpecializingGraph(gm, self, name, graph_type)
         except UnsupportedOp as e:
             if not self.fallback:
                 raise
@@ -117,6 +124,38 @@ class _GraphCompiler:
         rec.segment_count = len(tables)
         metrics.commit(rec)
         return CompiledGraph(prog, module, tables, name)
+
+
+class SpecializingGraph:
+    """A graph with symbolic sizes, compiled once per concrete shape it meets: the FX graph is
+    re-propagated with fake tensors of the actual inputs (every size a number), then lowered
+    and compiled as a static graph; each specialisation is a metrics record."""
+
+    def __init__(self, gm, compiler, name, graph_type):
+        self._boxed_call = True
+        self.gm, self.compiler, self.name, self.graph_type = gm, compiler, name, graph_type
+        self.cache = {}
+
+    def __call__(self, *call_args):
+        from .executor import _unbox
+
+        args = _unbox(call_args)
+        key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device) if isinstance(a, torch.Tensor) else
+                    (type(a).__name__, a) for a in args)
+        fn = self.cache.get(key)
+        if fn is None:
+            fn = self.cache[key] = self._specialise(args)
+        return fn(args)
+
+    def _specialise(self, args):
+        import copy
+
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+        gm = copy.deepcopy(self.gm)
+        FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*args)
+        return self.compiler(gm, args, self.graph_type, f"{self.name}_s{len(self.cache)}")
 
 
 def _keep_dir():
@@ -169,7 +208,11 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         bw_compiler=lambda g, ex: compiler(g, ex, "backward"),
         inference_compiler=lambda g, ex: compiler(g, ex, "inference"),
         decompositions=_DECOMPS,
-        keep_inference_input_mutations=False,
+        # saves fewer activations; pointwise ops are recomputed inside the backward's fused loops
+        partition_fn=min_cut_rematerialization_partition,
+        # inference graphs keep their input mutations (optimizer steps, in-place updates) as
+        # copy_ nodes, which the lowering writes from the fused loops into the inputs' memory
+        keep_inference_input_mutations=True,
     )(gm, example_inputs)
     metrics.frame_end(mark)
     return fn

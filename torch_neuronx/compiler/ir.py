@@ -85,7 +85,7 @@ def storage_numel(size, stride) -> int:
 class Buffer:
     """Memory a graph reads or writes. kind: ``input`` (graph argument ``input_index``),
     ``alloc`` (allocated by the executor with ``size``/``stride``), ``eager`` (the result of an
-    eager step)."""
+    eager step), ``const`` (a tensor the graph holds)."""
 
     id: int
     kind: str
@@ -172,6 +172,7 @@ class Loop:
     members: list = field(default_factory=list)
     stores: list = field(default_factory=list)  # (PW, TRef)
     closed: bool = False
+    write_backs: list = field(default_factory=list)  # (PW, input TRef): copy_ into a graph input
 
     def refs(self):
         seen = []
@@ -196,6 +197,28 @@ class Reduce:
 
     def refs(self):
         return [self.out, self.inp]
+
+
+@dataclass(eq=False)
+class FusedReduce:
+    """A reduction whose input is computed on the fly (vnc_reduce_fused): `members` (PW, in
+    evaluation order) compute `value` from `loads`; the geometry (dims innermost first) is the
+    order eager's TensorIterator would give the stored value, uncoalesced: strides[0] is the
+    output's, strides[1 + k] those of loads[k] (bytes); `inner` the loads' strides along the
+    innermost reduced dim (elements)."""
+
+    op: str
+    name: str
+    out: TRef
+    value: "PW"
+    members: list
+    loads: list
+    shape: list
+    strides: list
+    inner: list
+
+    def refs(self):
+        return [self.out] + [x.ref for x in self.loads]
 
 
 @dataclass(eq=False)
@@ -230,4 +253,4 @@ class Eager:
         return [x for x in tree_leaves((self.args, self.kwargs)) if isinstance(x, TRef)]
 
 
-C_STEPS = (Loop, Reduce, Extern)
+C_STEPS = (Loop, Reduce, FusedReduce, Extern)

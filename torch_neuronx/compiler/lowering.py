@@ -17,7 +17,8 @@ import torch.fx
 from torch.utils._pytree import tree_leaves, tree_map
 
 from . import externs
-from .ir import C_STEPS, Buffer, Const, Eager, Load, Loop, PW, TRef, CLASS_DTYPE, type_class
+from .externs import broadcast_strides, c_tensor
+from .ir import C_STEPS, Buffer, Const, Eager, Extern, Load, Loop, PW, TRef, CLASS_DTYPE, type_class
 from .pointwise import RULES, scalar_kind
 
 aten = torch.ops.aten
@@ -87,6 +88,11 @@ def _is_view(op) -> bool:
         all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
+# Runtime assertions Dynamo adds on symbolic sizes: checked when the graph was specialised.
+_ASSERTS = {getattr(aten, n).default for n in ("_assert_scalar", "sym_constrain_range_for_size", "sym_constrain_range")
+            if hasattr(aten, n)}
+
+
 class Program:
     """The lowered graph: ``steps`` in order, ``buffers``, ``inputs`` (placeholder buffers by
     argument position; None for non-tensor arguments), ``outputs`` (pytree of TRef / value)."""
@@ -98,6 +104,8 @@ class Program:
         self.outputs = None
         self.eager_ops = []  # neuron ops run through their eager kernels
         self.host_ops = []  # ops on CPU tensors inside the graph (after .item(), on CPU scalars)
+        self.consts = {}  # buffer id -> tensor held by the graph
+        self.donated = set()  # input positions whose memory the graph may reuse (AOTAutograd's)
         self.device = None
 
     @property
@@ -114,9 +122,12 @@ class Lowerer:
         self.gm = gm
         self.prog = Program()
         self.values = {}
-        self.open = {}  # shape -> open Loop
+        self.open = []  # open fusion groups (Loop), oldest first
         self.loop_of = {}  # PW -> Loop
         self.nodes_of = {}  # id(PW) -> fx nodes whose value it is
+        self.meta_of = {}  # id(PW) -> its fake tensor (layout of a stored value)
+        self.written_back = {}  # copy_ node -> the group writing its value into the input
+        self.absorbed = {}  # reduction node -> the group whose chain it recomputes (FusedReduce)
         self.cur_shape = None
 
     # ---------------------------------------------------------------- buffers and refs
@@ -131,7 +142,8 @@ class Lowerer:
         return TRef(b, meta.dtype, tuple(meta.shape), tuple(meta.stride()), 0)
 
     def ref(self, x) -> TRef:
-        """The memory of an FX value (materialising a pending pointwise value)."""
+        """The memory of an FX node's value or of a value (materialising a pending pointwise
+        value)."""
         v = self.values[x] if isinstance(x, torch.fx.Node) else x
         if isinstance(v, PW):
             loop = self.loop_of[v]
@@ -169,25 +181,31 @@ class Lowerer:
         return bool(sup and sup.get(CLASS_DTYPE[type_class(compute)]))
 
     def val(self, x, compute: torch.dtype):
-        """An operand of a pointwise op being lowered at shape ``self.cur_shape``."""
-        if isinstance(x, (PW, Const, Load)):
+        """An operand of a pointwise op being lowered at shape ``self.cur_shape``: an FX node,
+        a value (an element of a list-valued node), or a Python number."""
+        if isinstance(x, (Const, Load)):
             return x
-        if isinstance(x, torch.fx.Node):
-            v = self.values[x]
-            if isinstance(v, PW):
-                loop = self.loop_of[v]
-                if not loop.closed and tuple(v.size) == self.cur_shape:
-                    return v
-            return Load(self.ref(x))
+        v = self.values[x] if isinstance(x, torch.fx.Node) else x
+        if isinstance(v, PW) and v in self.loop_of:
+            loop = self.loop_of[v]
+            if not loop.closed and tuple(v.size) == self.cur_shape:
+                return v
+            return Load(self.ref(v))
+        if isinstance(v, PW):  # built by the rule being lowered
+            return v
+        if isinstance(v, TRef):
+            return Load(v)
         if isinstance(x, (bool, int, float, complex)):
             return Const(x, scalar_kind(compute))
         raise TypeError(f"unsupported pointwise operand {x!r}")
 
-    def add_pointwise(self, root: PW, node: torch.fx.Node):
+    def add_pointwise(self, root: PW, node: torch.fx.Node, meta=None):
+        """Adds the PW expression `root` (the value of `node`, or of one element of a
+        list-valued node: `meta` is then that element's fake tensor) to the open group of its
+        shape: the group of the pending values it reads (groups it joins are merged), or a new
+        group — independent chains are not fused side by side (a loop over many unrelated
+        streams runs slower than separate loops)."""
         shape = tuple(root.size)
-        loop = self.open.get(shape)
-        if loop is None:
-            loop = self.open[shape] = Loop(shape)
         new, seen = [], set()
 
         def visit(p):  # the rule's new PW nodes, operands first
@@ -204,26 +222,58 @@ class Lowerer:
             # an operand whose group closed while the rule ran was stored: read it from memory
             p.inputs = [Load(self._stored(self.loop_of[i], i)) if isinstance(i, PW) and i in self.loop_of and self.loop_of[i].closed else i
                         for i in p.inputs]
+        joined = []
+        for p in new:
+            for i in p.inputs:
+                lp = self.loop_of.get(i) if isinstance(i, PW) else None
+                if lp is not None and not any(lp is j for j in joined):
+                    joined.append(lp)
+        if joined:
+            loop = joined[0]
+            for other in joined[1:]:  # independent so far: one group now
+                for m in other.members:
+                    self.loop_of[m] = loop
+                loop.members += other.members
+                loop.write_backs += other.write_backs
+                for node in [n for n, lp in self.written_back.items() if lp is other]:
+                    self.written_back[node] = loop
+                self.open.remove(other)
+        else:
+            loop = Loop(shape)
+            self.open.append(loop)
+        for p in new:
             loop.members.append(p)
             self.loop_of[p] = loop
         self.nodes_of.setdefault(id(root), []).append(node)
-        self.values[node] = root
+        self.meta_of[id(root)] = node.meta["val"] if meta is None else meta
+        if meta is None:
+            self.values[node] = root
 
     def close(self, loop: Loop):
         """Emits the group as a step here; stores each value used outside it."""
         loop.closed = True
-        if self.open.get(loop.shape) is loop:
-            del self.open[loop.shape]
+        if any(loop is lp for lp in self.open):
+            self.open.remove(loop)
         members = set(map(id, loop.members))
+
+        def inside(u):  # the user's value (or, for a list, one of its elements) is in the group
+            if u in self.written_back:  # a copy_ into an input, done by this group's write-back
+                return self.written_back[u] is loop
+            if u in self.absorbed:  # a fused reduction recomputing the value from the group's chain
+                return self.absorbed[u] is loop
+            v = self.values.get(u)
+            return any(id(e) in members for e in v) if isinstance(v, (tuple, list)) else id(v) in members
+
         for m in loop.members:
             nodes = self.nodes_of.get(id(m), [])
-            if any(id(self.values.get(u)) not in members for n in nodes for u in n.users):
-                loop.stores.append((m, self.fresh_ref(nodes[0].meta["val"])))
+            if any(not inside(u) for n in nodes for u in n.users):
+                loop.stores.append((m, self.fresh_ref(self.meta_of[id(m)])))
+        loop.stores += loop.write_backs
         if loop.stores:
             self.prog.steps.append(loop)
 
     def close_all(self):
-        for loop in list(self.open.values()):
+        for loop in list(self.open):
             self.close(loop)
 
     # ---------------------------------------------------------------- the walk
@@ -239,8 +289,7 @@ class Lowerer:
             elif node.op == "output":
                 self.output(node)
             elif node.op == "get_attr":
-                self.values[node] = getattr(self.gm, node.target)
-                raise UnsupportedOp(node, "(a graph constant) is not supported by the neuron compiler")
+                self.constant(node)
             else:
                 raise UnsupportedOp(node, f"(FX op {node.op}) is not supported by the neuron compiler")
         return self.prog
@@ -261,11 +310,30 @@ class Lowerer:
             self.values[node] = val
             self.prog.inputs.append(None)
 
+    def constant(self, node):
+        """A tensor the graph holds (a constant lifted by tracing): a buffer of its own."""
+        val = getattr(self.gm, node.target)
+        if not isinstance(val, torch.Tensor):
+            self.values[node] = val
+            return
+        b = self.new_buffer("const", val.dtype, val.shape, val.stride())
+        self.prog.consts[b.id] = val
+        self.values[node] = TRef(b, val.dtype, tuple(val.shape), tuple(val.stride()), 0)
+
     def call(self, node):
         target = node.target
         out = node.meta.get("val")
+        # sizes and other Python numbers (a specialised symbolic graph): fold into the users
+        node.args, node.kwargs = tree_map(self._number_of, (node.args, node.kwargs))
+        if isinstance(out, (bool, int, float)) and not isinstance(out, torch.SymInt):
+            self.values[node] = out
+            return
+        if target in _ASSERTS:
+            return
         if target is operator.getitem:
-            self.values[node] = self.values[node.args[0]][node.args[1]]
+            v = self.values[node] = self.values[node.args[0]][node.args[1]]
+            if isinstance(v, PW):
+                self.nodes_of[id(v)].append(node)
             return
         if isinstance(out, torch.Tensor) and self.prog.device is None and out.device.type == "neuron":
             self.prog.device = out.device
@@ -274,6 +342,11 @@ class Lowerer:
             v = self.values[node] = self.values[node.args[0]]
             if isinstance(v, PW):
                 self.nodes_of[id(v)].append(node)
+            return
+        if isinstance(target, torch._ops.OpOverload) and target.__name__.startswith("_foreach_") and \
+                self.foreach(node):
+            return
+        if target is aten.copy_.default and self.copy_into_input(node):
             return
         rule = RULES.get(target)
         if rule is not None and isinstance(out, torch.Tensor) and out.device.type == "neuron":
@@ -289,6 +362,71 @@ class Lowerer:
         if lower is not None and lower(self, node):
             return
         self.eager(node)
+
+    def foreach(self, node) -> bool:
+        """``_foreach_<op>`` as the single-tensor op's rule per element: the elements join the
+        fusion groups of their shapes (an optimizer step becomes one loop per parameter shape)."""
+        single = foreach_single(node.target)
+        outs = node.meta.get("val")
+        if single is None or not isinstance(outs, (list, tuple)) or \
+                any(not isinstance(o, torch.Tensor) or o.device.type != "neuron" for o in outs):
+            return False
+        rule = RULES[single[0]]
+        n = len(outs)
+        def as_list(a):  # a Tensor[] argument: a list of nodes, or a node whose value is a list
+            if isinstance(a, torch.fx.Node) and isinstance(self.values.get(a), (list, tuple)):
+                return list(self.values[a])
+            if isinstance(a, (list, tuple)) and len(a) == n and all(isinstance(e, torch.fx.Node) for e in a):
+                return a
+            return None
+
+        lists = [as_list(a) for a in node.args]
+        pws = []
+        for i in range(n):
+            args = [lst[i] if lst is not None else a for a, lst in zip(node.args, lists)]
+            args, extra = single[1](args, i)
+            stub = _Stub(args, {**node.kwargs, **extra}, outs[i])
+            self.cur_shape = tuple(outs[i].shape)
+            pw = rule(self, stub, outs[i])
+            self.cur_shape = None
+            if pw is None:
+                return False  # nothing was added yet: the whole op runs eagerly
+            pws.append(pw)
+        for pw, meta in zip(pws, outs):
+            self.add_pointwise(pw, node, meta)
+        self.values[node] = tuple(pws)
+        return True
+
+    def copy_into_input(self, node) -> bool:
+        """``copy_(input, value)`` (an input mutation kept in an inference graph): the value's
+        group writes it straight into the input's memory, else a runtime copy does."""
+        dst_node, src = node.args[:2]
+        dst = self.values.get(dst_node)
+        if not isinstance(dst, TRef) or dst.buf.kind != "input" or dst_node.meta["val"].device.type != "neuron":
+            return False  # (host tensors are updated by the host: an eager step)
+        v = self.values[src] if isinstance(src, torch.fx.Node) else src
+        self.values[node] = dst
+        for lp in list(self.open):  # earlier readers of the input go first
+            if lp is not self.loop_of.get(v) and any(r.buf is dst.buf for r in lp.refs()):
+                self.close(lp)
+        loop = self.loop_of.get(v) if isinstance(v, PW) else None
+        same_layout = loop is not None and all(r.buf is not dst.buf or (r.stride, r.offset) == (dst.stride, dst.offset)
+                                               for r in loop.refs())
+        if loop is not None and not loop.closed and tuple(v.size) == dst.size and v.dtype == dst.dtype and same_layout:
+            loop.write_backs.append((v, dst))  # each element is read before it is written
+            self.written_back[node] = loop
+            return True
+        src_ref = self.ref(src)
+        emit = lambda a: [c_tensor("dst", a(dst), dst.size, dst.stride, dst.dtype),  # noqa: E731
+                          c_tensor("src", a(src_ref), dst.size, broadcast_strides(src_ref, dst.size), src_ref.dtype),
+                          'VNC_JIT_TRY(vnc_rt->copy(s, "aten::copy_", &dst, &src));']
+        self.prog.steps.append(Extern("aten::copy_", emit, [src_ref], [dst]))
+        return True
+
+    def _number_of(self, x):
+        if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), (bool, int, float)):
+            return self.values[x]
+        return x
 
     def view(self, node) -> bool:
         src = node.args[0]
@@ -345,9 +483,56 @@ class Lowerer:
         self.close_all()
 
 
+class _Stub:
+    """What a pointwise rule reads of a node (args, kwargs, meta), for one element of a
+    ``_foreach_`` op."""
+
+    def __init__(self, args, kwargs, meta):
+        self.args, self.kwargs, self.meta = tuple(args), kwargs, {"val": meta}
+
+
+def _per_element(scalar_list_pos=None):
+    """Element i's (args, extra kwargs): the ScalarList argument, if any, taken element-wise."""
+    def pick(args, i):
+        if scalar_list_pos is not None and len(args) > scalar_list_pos and isinstance(args[scalar_list_pos], (list, tuple)):
+            args = list(args)
+            args[scalar_list_pos] = args[scalar_list_pos][i]
+        return args, {}
+
+    return pick
+
+
+def foreach_single(op):
+    """(single-tensor overload with a lowering rule, argument mapping) of a ``_foreach_`` op,
+    or None. ``.Scalar``/``.List``/``.ScalarList`` map to the ``.Tensor`` (or default) overload
+    with the element (or the number) as operand."""
+    base = op.__name__[len("_foreach_"):].split(".")[0]
+    ov = op._overloadname
+    packet = getattr(aten, base, None)
+    if packet is None:
+        return None
+    if base in ("addcmul", "addcdiv"):  # the foreach op's positional value is the op's keyword
+        if packet.default not in RULES or ov not in ("Scalar", "ScalarList"):
+            return None
+        return packet.default, lambda args, i: (list(args[:3]), {"value": args[3][i] if ov == "ScalarList" else
+                                                                 (args[3] if len(args) > 3 else 1)})
+    if base == "lerp":
+        single = packet.Scalar if ov == "Scalar" else packet.Tensor if ov == "List" else None
+        return (single, _per_element()) if single in RULES else None
+    for cand in ("Tensor", "default"):
+        single = getattr(packet, cand, None)
+        if single in RULES:
+            return single, _per_element(1 if ov == "ScalarList" else None)
+    return None
+
+
 class DynamicShapes(Exception):
     """The graph has symbolic sizes (compiled graphs are static; see the backend)."""
 
 
-def lower(gm: torch.fx.GraphModule) -> Program:
-    return Lowerer(gm).run()
+def lower(gm: torch.fx.GraphModule, donated=()) -> Program:
+    """Lowers `gm`; `donated`: input positions AOTAutograd donates (saved activations of a
+    backward graph that nothing else holds)."""
+    prog = Lowerer(gm).run()
+    prog.donated = set(donated or ())
+    return prog

@@ -88,8 +88,14 @@ class Rules:
             for ov in ("Tensor", "default", "Scalar"):
                 if hasattr(packet, ov) and not (name == "pow" and ov == "Scalar"):
                     r[getattr(packet, ov)] = lambda lw, n, out, row=row: ew(lw, row, [n.args[0], n.args[1]], out)
-        r[aten.add.Tensor] = lambda lw, n, out: ew(lw, "add", n.args[:2], out, _scalar_params(n.kwargs.get("alpha", 1)))
-        r[aten.sub.Tensor] = lambda lw, n, out: ew(lw, "sub", n.args[:2], out, _scalar_params(n.kwargs.get("alpha", 1)))
+        for ov in ("Tensor", "Scalar"):  # the Scalar overloads are add.Tensor with a wrapped number
+            for name in ("add", "sub"):
+                r[getattr(getattr(aten, name), ov)] = lambda lw, n, out, row=name: ew(
+                    lw, row, n.args[:2], out, _scalar_params(_arg(n, 2, "alpha", 1)))
+        r[aten.pow.Tensor_Tensor] = lambda lw, n, out: ew(lw, "pow", n.args[:2], out)
+        for ov in ("Tensor", "Scalar"):  # rsub(self, other, alpha) = other - alpha * self
+            r[getattr(aten.rsub, ov)] = lambda lw, n, out: ew(
+                lw, "sub", [n.args[1], n.args[0]], out, _scalar_params(_arg(n, 2, "alpha", 1)))
         r[aten.div.Tensor_mode] = self._div_mode
         for name in COMPARE:
             packet = getattr(aten, name)
@@ -145,14 +151,14 @@ class Rules:
         r[aten.pow.Tensor_Scalar] = self._pow_scalar
         r[aten.nan_to_num.default] = self._nan_to_num
         # Copies and casts: the value converted to the result's dtype.
-        for op in (aten._to_copy.default, aten.clone.default, aten.alias_copy.default,
+        for op in (aten._to_copy.default, aten.clone.default, aten.alias_copy.default, aten.lift_fresh_copy.default,
                    torch.ops.prims.convert_element_type.default):
             r[op] = self._cast
         r[aten.copy.default] = lambda lw, n, out: PW("cast", [lw.val(n.args[1], out.dtype)], out.dtype, out.dtype,
                                                       size=tuple(out.shape))
         # Fills: a constant of the result's dtype (eager's fill_ converts the Scalar to it).
-        for op in (aten.full.default, aten.full_like.default, aten.new_full.default):
-            r[op] = lambda lw, n, out: self._fill(out, _fill_value(n))
+        for op, pos in ((aten.full.default, 1), (aten.full_like.default, 1), (aten.new_full.default, 2)):
+            r[op] = lambda lw, n, out, pos=pos: self._fill(out, _arg(n, pos, "fill_value", None))
         for op in (aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default, aten.empty.memory_format,
                    aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default):
             r[op] = lambda lw, n, out: self._fill(out, 0)
@@ -263,13 +269,6 @@ def _arg(n, i, key, default):
     return n.kwargs.get(key, default)
 
 
-def _fill_value(n):
-    for k in ("fill_value", "value"):
-        if k in n.kwargs:
-            return n.kwargs[k]
-    return n.args[1]
-
-
 def _number(x):
     return Const(x, torch.float64) if isinstance(x, (int, float, bool)) else x
 
@@ -277,6 +276,8 @@ def _number(x):
 def _dt(x) -> torch.dtype:
     if isinstance(x, torch.fx.Node):
         return x.meta["val"].dtype
+    if isinstance(getattr(x, "dtype", None), torch.dtype):
+        return x.dtype
     if isinstance(x, bool):
         return torch.bool
     if isinstance(x, int):
@@ -287,7 +288,16 @@ def _dt(x) -> torch.dtype:
 
 
 def _metas(args):
-    return [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    """Fake tensors (or numbers) standing for the operands, for PyTorch's type promotion."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.fx.Node):
+            out.append(a.meta["val"])
+        elif isinstance(getattr(a, "dtype", None), torch.dtype):
+            out.append(torch.empty(getattr(a, "size", ()) or (), dtype=a.dtype, device="meta"))
+        else:
+            out.append(a)
+    return out
 
 
 RULES = Rules().table

@@ -29,6 +29,7 @@ extern "C" {
 
 typedef struct vnc_stream vnc_stream;
 typedef struct vnc_event vnc_event;
+typedef struct vnc_hold vnc_hold;
 
 /* A task: runs on the stream's worker. On failure it returns non-VNC_OK after
  * vnc_set_error(); the message becomes the stream's sticky error, prefixed by the op. */
@@ -53,6 +54,14 @@ void vnc_set_current_stream(vnc_stream *s);
 vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
                       size_t payload_size, vnc_release_fn release);
 
+/* As vnc_launch, for a task the caller knows to be tiny (a few microseconds: kernels on a
+ * few thousand elements). When the stream is idle (nothing queued or running) it runs on the
+ * caller's thread at once, saving the hand-off to the worker, which costs more than such a
+ * task; it still takes its place in the stream's order and a failure still becomes the sticky
+ * error, exactly as if the worker had run it. Otherwise it is enqueued. */
+vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
+                            size_t payload_size, vnc_release_fn release);
+
 /* Waits until all enqueued work has run; returns (and clears) the sticky error. */
 vnc_status vnc_stream_synchronize(vnc_stream *s);
 /* 1 when all enqueued work has run. */
@@ -64,6 +73,15 @@ uint64_t vnc_stream_enqueued(vnc_stream *s);
 uint64_t vnc_stream_completed(vnc_stream *s);
 /* Blocks until the stream has finished `ticket` tasks. */
 void vnc_stream_wait_ticket(vnc_stream *s, uint64_t ticket);
+
+/* Holds: a point of a stream completed by another thread (the role of CUDA's stream wait on a
+ * host-written value). Work enqueued on `s` after vnc_stream_hold runs after
+ * vnc_hold_release(h, ...); synchronizing `s` waits for the release. When the stream has
+ * reached the hold, the releasing thread completes it and wakes the stream's waiters itself
+ * (no hand-off through the worker). A release with st != VNC_OK sets the stream's sticky error
+ * "<op>: <msg>". Release every hold exactly once; `h` is invalid afterwards. */
+vnc_status vnc_stream_hold(vnc_stream *s, const char *op, vnc_hold **out);
+void vnc_hold_release(vnc_hold *h, vnc_status st, const char *msg);
 
 /* Events. A never-recorded event counts as complete. */
 vnc_status vnc_event_create(int enable_timing, vnc_event **out);

@@ -38,9 +38,23 @@ static void plan_free(fft_plan *p) {
   free(p->sub);
 }
 
+/* exp(sign * 2 pi i t / n) for 0 <= t: the angle is reduced to a quadrant and to at most pi/4
+ * within it, so roots on the axes are exactly 0 and +-1 (an FFT of a constant gives exact zeros,
+ * as CPU's) and the others are as accurate as cos/sin near 0. */
 static cd root(int64_t t, int64_t n, int sign) {
-  const double a = 2.0 * M_PI * (double)t / (double)n;
-  return CMPLX(cos(a), sign * sin(a));
+  const unsigned __int128 q = ((unsigned __int128)(uint64_t)t * 4u) % ((unsigned __int128)(uint64_t)n * 4u);
+  const int64_t k = (int64_t)(q / (uint64_t)n), rem = (int64_t)(q % (uint64_t)n); /* angle = pi/2 (k + rem/n) */
+  double c, s;
+  if (2 * rem <= n) {
+    const double a = 0.5 * M_PI * (double)rem / (double)n;
+    c = cos(a), s = sin(a);
+  } else {
+    const double a = 0.5 * M_PI * (double)(n - rem) / (double)n;
+    c = sin(a), s = cos(a);
+  }
+  const double cr = k == 0 ? c : k == 1 ? -s : k == 2 ? -c : s;
+  const double sr = k == 0 ? s : k == 1 ? c : k == 2 ? -s : -c;
+  return CMPLX(cr, sign * sr);
 }
 
 /* X = DFT_n(x) by decimation in time: the f sub-sequences x[j::f] (length m = n / f) are
@@ -97,8 +111,7 @@ static int plan_init(fft_plan *p, int64_t n, int sign) {
   if (!plan_init(p->sub, m, -1)) return 0;
   for (int64_t t = 0; t < n; t++) { /* t^2 mod 2n keeps the angle exact */
     const int64_t t2 = (int64_t)(((unsigned __int128)t * (unsigned __int128)t) % (unsigned __int128)(2 * n));
-    const double a = M_PI * (double)t2 / (double)n;
-    p->chirp[t] = CMPLX(cos(a), sign * sin(a));
+    p->chirp[t] = root(t2, 2 * n, sign);
   }
   cd *b = malloc(sizeof(cd) * (size_t)m);
   if (!b) return 0;

@@ -24,8 +24,14 @@ vnc_status vnc_launch_parallel(vnc_stream *s, const char *op, vnc_range_fn fn, i
  * (a caller that fixes its own chunking, independent of the thread count). */
 void vnc_iter_run(const vnc_iter *it, vnc_loop_fn fn, void *ctx, int64_t begin, int64_t end);
 
+/* Kernels on at most this many elements launch with vnc_launch_small (run on the caller's
+ * thread when the stream is idle): the hand-off to the worker costs more than they do. */
+#define VNC_SMALL_TASK 4096
+
 /* The canonical float sum of n contiguous floats (schedule of vnc/reduce.h). */
 float vnc_canonical_sum(const float *x, int64_t n);
+/* The canonical sum of (x[i] - shift)^2, each term rounded as computed alone. */
+float vnc_canonical_sum_sq(const float *x, int64_t n, float shift);
 
 /* Row-major float32 GEMM through BLAS: C = alpha * op(A) @ op(B) + beta * C. */
 void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
