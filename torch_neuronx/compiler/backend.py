@@ -84,6 +84,7 @@ class _GraphCompiler:
         t0 = time.perf_counter()
         try:
             prog = lower(gm, _donated() if graph_type == "backward" else ())
+            prog.releases_inputs = graph_type == "backward"
         except DynamicShapes:
             rec.fallback, rec.reason = False, "symbolic shapes: specialised per concrete shape at run time"
             metrics.commit(rec)

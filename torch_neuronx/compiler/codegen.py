@@ -33,16 +33,42 @@ GRAIN = 32768  # elements per parallel unit at least (VNC_ITER_GRAIN)
 CHUNK = 16384  # inner-dim elements per unit
 
 
-def segments(steps):
-    """Indices of maximal runs of C steps: [(first, last+1), ...]."""
-    out, start = [], None
+SEGMENT_BUFFERS = 4  # fresh buffers a segment may write before the next one starts
+
+
+def _written(step) -> list:
+    if isinstance(step, Loop):
+        return [r for _, r in step.stores]
+    if isinstance(step, (Reduce, FusedReduce)):
+        return [step.out]
+    return list(step.writes)
+
+
+def segments(steps, split: bool = False):
+    """Indices of the runs of C steps that become one task each: [(first, last+1), ...]. A run
+    ends at an eager step, and with `split` (a backward graph) also once it has written
+    SEGMENT_BUFFERS fresh buffers (a count, not bytes, so that graphs differing only in sizes
+    split alike and share their code): the
+    executor allocates a segment's new buffers just before its launch and drops the inputs it
+    reads last right after, so a long graph (a backward) holds its saved activations and its
+    gradients at once only briefly, as eager's backward does, instead of all gradients being
+    allocated before one big task starts."""
+    out, start, fresh, seen = [], None, 0, set()  # fresh: buffers first written in this run
     for i, s in enumerate(steps):
-        if isinstance(s, C_STEPS):
-            if start is None:
-                start = i
-        elif start is not None:
+        if not isinstance(s, C_STEPS):
+            if start is not None:
+                out.append((start, i))
+                start = None
+            continue
+        if split and start is not None and fresh >= SEGMENT_BUFFERS:
             out.append((start, i))
             start = None
+        if start is None:
+            start, fresh = i, 0
+        for r in _written(s):
+            if r.buf.kind == "alloc" and r.buf.id not in seen:
+                seen.add(r.buf.id)
+                fresh += 1
     if start is not None:
         out.append((start, len(steps)))
     return out
@@ -342,7 +368,7 @@ def generate(prog, name: str):
     ints[k] the run-time integers that follow them."""
     unit = Unit(name)
     tables, ints = [], []
-    for k, (a, b) in enumerate(segments(prog.steps)):
+    for k, (a, b) in enumerate(segments(prog.steps, prog.releases_inputs)):
         t, i = unit.segment(k, prog.steps[a:b])
         tables.append(t)
         ints.append(i)

@@ -38,7 +38,7 @@ class CompiledGraph:
         used_by_c = set()
         actions = []
         seg_steps = {}
-        segs = segments(prog.steps)
+        segs = segments(prog.steps, prog.releases_inputs)
         starts = {a: (k, b) for k, (a, b) in enumerate(segs)}
         i = 0
         while i < len(prog.steps):
@@ -72,10 +72,10 @@ class CompiledGraph:
             # temporaries of one segment share an arena planned by liveness; the rest are tensors
             internal = {b for b in (table or ()) if prog.buffers[b].kind == "alloc" and b not in keep
                         and first[b] == a and last[b] == a}
-            # donated inputs (saved activations AOTAutograd hands over) used by this segment
-            # alone lend their memory to temporaries that start after their last use
+            # donated inputs (saved activations AOTAutograd hands over) last used by this
+            # segment lend their memory to its temporaries that start after that use
             donated = {b for b in (table or ()) if prog.buffers[b].kind == "input" and
-                       prog.buffers[b].input_index in prog.donated and b not in keep and first[b] == a == last[b]
+                       prog.buffers[b].input_index in prog.donated and b not in keep and last[b] == a
                        and _dense(prog.buffers[b])}
             arena = _plan_arena(prog, seg_steps[a], internal, donated) if internal else (0, {})
             if any(base >= 0 for base, _ in arena[1].values()):  # a plan without donation, in case
@@ -83,8 +83,10 @@ class CompiledGraph:
                 self.donors.update(base for base, _ in arena[1].values() if base >= 0)
             allocs = [prog.buffers[b] for b, f in first.items()
                       if f == a and prog.buffers[b].kind == "alloc" and b not in internal]
+            # inputs too: the boxed call cleared the caller's list, so dropping the graph's
+            # reference frees a saved activation after its last use, as eager's backward does
             frees = [b for b, l in last.items() if l == a and b not in keep
-                     and prog.buffers[b].kind not in ("input", "const") and b not in internal]
+                     and prog.buffers[b].kind != "const" and b not in internal]
             if table is not None:  # (base buffer or -1 for the arena, byte offset)
                 table = [arena[1][b] if b in internal else (b, 0) for b in table]
             if kind == "eager":  # the argument structure flattened once; tensors fill the slots
@@ -116,6 +118,7 @@ class CompiledGraph:
         for b in self.prog.inputs:
             if b is not None:
                 env[b.id] = args[b.input_index]
+        args.clear()  # env holds the inputs now, each dropped after its last use
         for b in self.cpu_checked:
             t = env[b.id]
             if isinstance(t, torch.Tensor) and t.device.type == "cpu":
