@@ -84,6 +84,7 @@ class _GraphCompiler:
         t0 = time.perf_counter()
         try:
             prog = lower(gm, _donated() if graph_type == "backward" else ())
+            prog.releases_inputs = graph_type == "backward"
         except DynamicShapes:
             rec.fallback, rec.reason = False, "symbolic shapes: specialised per concrete shape at run time"
             metrics.commit(rec)
@@ -102,7 +103,7 @@ class _GraphCompiler:
             rec.fallback, rec.reason = True, "no neuron tensors"
             metrics.commit(rec)
             return EagerGraph(gm)
-        source, tables = generate(prog, name)
+        source, tables, ints = generate(prog, name)
         t2 = time.perf_counter()
         rec.codegen_us = (t2 - t1) * 1e6
         keep = _keep_dir()
@@ -124,7 +125,7 @@ class _GraphCompiler:
         rec.collective_ops = list(prog.collective_ops)
         rec.segment_count = len(tables)
         metrics.commit(rec)
-        return CompiledGraph(prog, module, tables, name)
+        return CompiledGraph(prog, module, tables, ints, name)
 
 
 class SpecializingGraph:

@@ -107,6 +107,9 @@ class Program:
         self.collective_ops = []  # c10d functional collectives and waits (externs._collective)
         self.consts = {}  # buffer id -> tensor held by the graph
         self.donated = set()  # input positions whose memory the graph may reuse (AOTAutograd's)
+        # a backward graph: its inputs (saved activations) are let go of as it runs, so its C
+        # steps are split into several segments (codegen.segments)
+        self.releases_inputs = False
         self.device = None
 
     @property
