@@ -86,7 +86,7 @@ class _GraphCompiler:
             prog = lower(gm, _donated() if graph_type == "backward" else ())
             prog.releases_inputs = graph_type == "backward"
         except DynamicShapes:
-            rec.fallback, rec.reason = False, "symbolic shapes: specialised per concrete shape at run time"
+            rec.fallback, rec.reason = False, "symbolic shapes: lowered per concrete shape, shape-generic C shared"
             metrics.commit(rec)
             return SpecializingGraph(gm, self, name, graph_type)
         except UnsupportedOp as e:
@@ -129,9 +129,10 @@ class _GraphCompiler:
 
 
 class SpecializingGraph:
-    """A graph with symbolic sizes, compiled once per concrete shape it meets: the FX graph is
-    re-propagated with fake tensors of the actual inputs (every size a number), then lowered
-    and compiled as a static graph; each specialisation is a metrics record."""
+    """A graph with symbolic sizes, lowered once per concrete shape it meets: the FX graph is
+    re-propagated with fake tensors of the actual inputs (every size a number), then lowered as
+    a static graph, whose shape-generic C is the same for every size of one structure (the JIT
+    finds it compiled); each specialisation is a metrics record."""
 
     def __init__(self, gm, compiler, name, graph_type):
         self._boxed_call = True

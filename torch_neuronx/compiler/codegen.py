@@ -10,9 +10,9 @@ The source is shape-generic: every size, stride, offset and count in a function 
 as ``$n`` through rt()), and every scalar constant, is read at run time from the segment's
 table (``VNC_K(j)``, ``VNC_KD(j)``: entries after the buffers' addresses). What decides the
 structure stays literal: which dims a loop has (size-1 dims dropped, dims merged), unit and
-zero inner strides (the compiler vectorises those loops), buffer indices and dtype codes. Graphs that differ only in sizes therefore produce the
-same text, which the JIT's cache compiles once. Elementwise bodies are the
-rows of vnc/ew_table.h through vnc/ew_inline.h; every intermediate is rounded to its dtype
+zero inner strides (the compiler vectorises those loops), buffer indices and dtype codes.
+Graphs that differ only in sizes therefore produce the same text, which the JIT's cache
+compiles once. Elementwise bodies are the rows of vnc/ew_table.h through vnc/ew_inline.h; every intermediate is rounded to its dtype
 through dtype.h's store/load, as eager's kernels store it; nothing is contracted (the JIT
 compiles with -ffp-contract=off).
 """
@@ -48,11 +48,10 @@ def segments(steps, split: bool = False):
     """Indices of the runs of C steps that become one task each: [(first, last+1), ...]. A run
     ends at an eager step, and with `split` (a backward graph) also once it has written
     SEGMENT_BUFFERS fresh buffers (a count, not bytes, so that graphs differing only in sizes
-    split alike and share their code): the
-    executor allocates a segment's new buffers just before its launch and drops the inputs it
-    reads last right after, so a long graph (a backward) holds its saved activations and its
-    gradients at once only briefly, as eager's backward does, instead of all gradients being
-    allocated before one big task starts."""
+    split alike and share their code). The executor allocates a segment's new buffers just
+    before its launch and drops what it reads last right after, so a backward graph releases
+    saved activations and allocates gradients as it goes, as eager's backward does, instead of
+    allocating every gradient before one big task starts."""
     out, start, fresh, seen = [], None, 0, set()  # fresh: buffers first written in this run
     for i, s in enumerate(steps):
         if not isinstance(s, C_STEPS):
