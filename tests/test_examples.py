@@ -141,6 +141,10 @@ def test_verify_command_reports_ok():
     lines = proc.stdout.strip().splitlines()
     assert lines[-1].startswith("OK")
     assert "torch 2.13.0" in proc.stdout and "virtual NeuronCores" in proc.stdout
+    # The kernels' CPU tier (issue: kernel speed on every x86-64 tier) and thread count.
+    import torch_neuronx
+    assert f"kernels: CPU tier {torch_neuronx.get_cpu_isa()}" in proc.stdout
+    assert f"{torch_neuronx.get_num_threads()} threads" in proc.stdout
     assert sum(line.startswith("[ok  ]") for line in lines) == 4
 
 
