@@ -73,3 +73,19 @@ def test_sdpa_kernel_context_selects_the_math_path():
     with sdpa_kernel(SDPBackend.MATH):
         F.scaled_dot_product_attention(q, q, q).cpu()
     assert "aten::_scaled_dot_product_fused_attention_overrideable" not in torch_neuronx.get_executed_op_counts()
+
+
+@pytest.mark.parametrize("L,S,E,EV,causal", [(40, 20, 17, 33, True), (5, 33, 1, 16, False), (33, 70, 32, 3, True),
+                                             (130, 140, 8, 8, True), (16, 16, 16, 16, False)])
+def test_fused_attention_shapes(L, S, E, EV, causal):
+    # Sizes around the kernel's 16-column blocks and 4-row tiles, L < S and L > S, causal or not,
+    # with an additive float mask broadcast over heads.
+    g = torch.Generator().manual_seed(L * S)
+    q, k, v = torch.randn(2, 3, L, E, generator=g), torch.randn(2, 3, S, E, generator=g), torch.randn(2, 3, S, EV, generator=g)
+    kw = dict(is_causal=True) if causal else dict(attn_mask=torch.randn(2, 1, L, S, generator=g))
+    torch_neuronx.clear_op_tracking()
+    expected, actual = _run("cpu", q, k, v, **kw), _run("neuron", q, k, v, **kw)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=5e-6, equal_nan=True)
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in torch_neuronx.get_executed_op_counts()
+    assert torch_neuronx.get_fallback_ops() == []
