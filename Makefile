@@ -52,9 +52,10 @@ test-py: .stamp-build
 
 test: test-c test-asan test-py
 
-# Every OpInfo sample of every native op, for more dtypes (make test runs a bounded slice).
+# Every OpInfo sample of every native op, for more dtypes, and every input of every stock
+# torch.nn module (module_db) in train and eval mode (make test runs a bounded slice of each).
 conformance: .stamp-build
-	NEURON_CONFORMANCE=full $(PY) -m pytest tests/test_conformance.py $(PYTEST_ARGS)
+	NEURON_CONFORMANCE=full $(PY) -m pytest tests/test_conformance.py tests/test_module_db.py $(PYTEST_ARGS)
 
 # Trains a small GPT on the Jargon File on neuron (about 80 s on 2 cores); writes runs/demo/.
 demo: .stamp-build

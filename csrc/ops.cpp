@@ -452,9 +452,13 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::normal_");
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  return random_fill(self, "aten::normal_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-    return vnc_rng_normal(s, t, mean, std, seed, off);
+  // Complex: the real and imaginary parts each get half the variance (as ATen).
+  at::Tensor target = self.is_complex() ? at::view_as_real(self) : self;
+  const double sd = self.is_complex() ? std / std::sqrt(2.0) : std;
+  random_fill(target, "aten::normal_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_normal(s, t, mean, sd, seed, off);
   });
+  return self;
 }
 
 // normal with a tensor mean and/or std: N(0, 1) (or N(0, std)) draws scaled and shifted by
@@ -799,13 +803,14 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 
-// Sparse and nested tensors do not exist on neuron: say so, and how the two PyTorch modules
-// that create them on their own are kept dense, instead of PyTorch's "could not run" error.
+// Sparse tensors do not exist on neuron, nested ones only on nn.TransformerEncoder's fast path
+// (transformer.cpp): say so, and how the modules that create sparse ones are kept dense,
+// instead of PyTorch's "could not run" error.
 void unsupported_layout(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().operator_name(),
-                              ": sparse and nested tensors are not supported on neuron (dense tensors only). "
-                              "nn.Embedding needs sparse=False; nn.TransformerEncoder in eval mode with a "
-                              "src_key_padding_mask needs enable_nested_tensor=False.");
+                              ": sparse tensors are not supported on neuron, and nested tensors only on "
+                              "nn.TransformerEncoder's fast path (dense tensors otherwise). nn.Embedding and "
+                              "nn.EmbeddingBag need sparse=False; build other nested tensors on the CPU.");
 }
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout>());

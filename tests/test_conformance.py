@@ -39,7 +39,9 @@ COMPOSITE_OF_NATIVE = {"argsort", "msort", "logcumsumexp", "fliplr", "flipud", "
 # sort and its topk pick an order of their own; any order is correct): value outputs must
 # match, index outputs must select the same values, once each. Stable sorts compare exactly.
 # Value: the position of `dim` among the positional arguments.
-TIE_ORDERED = {"sort": 0, "argsort": 0, "topk": 1, "median": 0}
+TIE_ORDERED = {"sort": 0, "argsort": 0, "topk": 1, "median": 0, "nanmedian": 0, "kthvalue": 1}
+# Of those, the ops that pick one index per line: the position of `keepdim` among the positional arguments.
+ONE_PER_LINE = {"median": 1, "nanmedian": 1, "kthvalue": 2}
 # CPU kernels that fail an internal layout assertion on some non-contiguous samples (a CPU bug,
 # not a refusal of the input: native_group_norm asserts X.is_contiguous(memory_format) after
 # making it so): their expected values come from the same sample made contiguous.
@@ -70,13 +72,27 @@ KERNEL_OF = {"__getitem__": "index", "index_put": "_index_put_impl_", "log_sigmo
              "nn.functional.mse_loss": "mse_loss", "nn.functional.smooth_l1_loss": "smooth_l1_loss",
              "nn.functional.huber_loss": "huber_loss", "group_norm": "native_group_norm",
              "nn.functional.scaled_dot_product_attention": "_scaled_dot_product_fused_attention_overrideable",
-             # keyed by OpInfo name.variant: the 2-D kernel the variant reaches (1-D/3-D samples fall back)
+             # keyed by OpInfo name.variant: a kernel the variant reaches
              "nn.functional.interpolate.nearest": "upsample_nearest2d",
+             "nn.functional.interpolate.nearest-exact": "_upsample_nearest_exact2d",
+             "nn.functional.interpolate.linear": "upsample_linear1d",
              "nn.functional.interpolate.bilinear": "upsample_bilinear2d",
+             "nn.functional.interpolate.bicubic": "upsample_bicubic2d",
+             "nn.functional.interpolate.trilinear": "upsample_trilinear3d",
+             "nn.functional.interpolate.area": "_adaptive_avg_pool3d",
+             "nn.functional.adaptive_avg_pool3d": "_adaptive_avg_pool3d",
              "nn.functional.upsample_nearest": "upsample_nearest2d",
              "nn.functional.upsample_bilinear": "upsample_bilinear2d",
              "nn.functional.pad.reflect": "reflection_pad2d", "nn.functional.pad.replicate": "replication_pad2d",
-             "nn.functional.pad.replicate_negative": "replication_pad2d"}
+             "nn.functional.pad.replicate_negative": "replication_pad2d",
+             **{op.name: "_fft_c2c" for op in op_db if op.name.startswith("fft.")},
+             "nn.functional.adaptive_max_pool1d": "adaptive_max_pool2d", "nn.functional.adaptive_max_pool2d": "adaptive_max_pool2d",
+             "nn.functional.adaptive_max_pool3d": "adaptive_max_pool3d", "nn.functional.max_pool3d": "max_pool3d_with_indices",
+             "nn.functional.multi_margin_loss": "multi_margin_loss",
+             "nn.functional.multilabel_margin_loss": "multilabel_margin_loss_forward",
+             "nn.functional.prelu": "_prelu_kernel", "nn.functional.threshold": "threshold",
+             "cummax": "_cummax_helper", "cummin": "_cummin_helper", "nn.functional.embedding_bag": "_embedding_bag",
+             **{f"nn.functional.conv{t}{n}d": "convolution_overrideable" for t in ("", "_transpose") for n in (1, 2, 3)}}
 
 
 def _is_native(op) -> bool:
@@ -170,7 +186,7 @@ def _check_sample(op, sample, dtype, what):
         for a, e in zip(actual[1:], expected[1:]):
             assert a.dtype == torch.promote_types(e.dtype, torch.float32), (what, a.dtype, e.dtype)
         actual = (actual[0], *(a.to(e.dtype) for a, e in zip(actual[1:], expected[1:])))
-    returns_indices = op.name != "median" or sample.args or "dim" in sample.kwargs
+    returns_indices = op.name not in ("median", "nanmedian") or sample.args or "dim" in sample.kwargs
     if op.name in TIE_ORDERED and not sample.kwargs.get("stable") and sample.input.dim() > 0 and returns_indices:
         _compare_tie_ordered(op, sample, actual, expected, dtype, what)
     else:
@@ -187,8 +203,9 @@ def _compare_tie_ordered(op, sample, actual, expected, dtype, what):
         got, want = actual[1], expected[1]
     assert got.device.type == "neuron" and got.dtype == want.dtype and got.shape == want.shape, what
     got = got.cpu()
-    if op.name == "median":  # one index per line; the reduced dim is gone unless keepdim
-        keepdim = sample.args[1] if len(sample.args) > 1 else sample.kwargs.get("keepdim", False)
+    if op.name in ONE_PER_LINE:  # one index per line; the reduced dim is gone unless keepdim
+        k = ONE_PER_LINE[op.name]
+        keepdim = sample.args[k] if len(sample.args) > k else sample.kwargs.get("keepdim", False)
         if not keepdim:
             got, want = got.unsqueeze(dim), want.unsqueeze(dim)
         torch.testing.assert_close(sample.input.gather(dim, got), sample.input.gather(dim, want), equal_nan=True,
