@@ -43,10 +43,22 @@ static void transpose_padded(float *dst, int64_t ldd, const float *src, int64_t 
   }
 }
 
+/* The rows of x (n rows, row stride ld, m columns) as the b operand of a small product: in
+ * place when m is whole blocks of 16 columns, else a zero-padded copy in buf. */
+static const float *operand_b(const float *x, int64_t ld, int64_t n, int64_t m, float *buf, int64_t *ldb) {
+  if (m % VNC_MM_COLS == 0) {
+    *ldb = ld;
+    return x;
+  }
+  copy_padded(buf, pad(m), x, ld, n, m);
+  *ldb = pad(m);
+  return buf;
+}
+
 /* dst rows (row stride ld, m columns) = scale * src [n][lds] (scale 1: a copy). */
 static void store_rows(float *dst, int64_t ld, const float *src, int64_t lds, int64_t n, int64_t m, float scale) {
   for (int64_t r = 0; r < n; r++)
-    for (int64_t e = 0; e < m; e++) dst[r * ld + e] = scale == 1.0f ? src[r * lds + e] : src[r * lds + e] * scale;
+    for (int64_t e = 0; e < m; e++) dst[r * ld + e] = src[r * lds + e] * scale;
 }
 
 static void product(float *c, int64_t ldc, const float *a, int64_t ars, int64_t ats, const float *b, int64_t ldb,
@@ -54,6 +66,18 @@ static void product(float *c, int64_t ldc, const float *a, int64_t ars, int64_t 
   const vnc_mm p = {c, ldc, a, ars, ats, b, ldb, m, n, k, tri};
   vnc_tier()->mm(&p);
 }
+
+/* dst (n rows of m columns, row stride ld) = scale * a small product (see product()), written
+ * in place when m is whole blocks of 16 columns, else through tmp. */
+static void product_to(float *dst, int64_t ld, float scale, float *tmp, const float *a, int64_t ars, int64_t ats,
+                       const float *b, int64_t ldb, int64_t n, int64_t m, int64_t k, int tri) {
+  const int direct = m % VNC_MM_COLS == 0;
+  float *c = direct ? dst : tmp;
+  const int64_t ldc = direct ? ld : pad(m);
+  product(c, ldc, a, ars, ats, b, ldb, n, pad(m), k, tri);
+  if (!direct || scale != 1.0f) store_rows(dst, ld, c, ldc, n, m, scale);
+}
+
 
 /* st [S][Lp] = K Q^T (qt: Q^T [E][Lp]), then the softmax passes of `mode` (vnc_attn_rows). */
 static void scores(const vnc_attention *a, int64_t p, const float *qt, float *st, int mode, float *lse, float *scratch) {
@@ -92,11 +116,12 @@ static void forward_pairs(void *ctx, int64_t p0, int64_t p1) {
       for (int64_t i = 0; i < L; i++) memset(o + i * t->out.row_stride, 0, sizeof(float) * (size_t)Ev);
       continue;
     }
+    int64_t ldv;
     transpose_padded(qt, Lp, rows(&a->q, H, p), a->q.row_stride, L, E);
-    copy_padded(vp, Evp, rows(&a->v, H, p), a->v.row_stride, S, Ev);
+    const float *vb = operand_b(rows(&a->v, H, p), a->v.row_stride, S, Ev, vp, &ldv);
     scores(a, p, qt, st, VNC_ATTN_SOFTMAX, t->lse_out + p * L, scratch);
-    product(ot, Evp, st, 1, Lp, vp, Evp, L, Evp, S, a->causal ? VNC_MM_T_LE_R : VNC_MM_FULL); /* O = P V */
-    store_rows(o, t->out.row_stride, ot, Evp, L, Ev, 1.0f);
+    product_to(o, t->out.row_stride, 1.0f, ot, st, 1, Lp, vb, ldv, L, Ev, S,
+               a->causal ? VNC_MM_T_LE_R : VNC_MM_FULL); /* O = P V */
   }
   free(qt);
 }
@@ -121,14 +146,13 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
       continue;
     }
     const float *q = rows(&a->q, H, p), *k = rows(&a->k, H, p), *v = rows(&a->v, H, p);
+    int64_t ldq, ldk, lddo;
     transpose_padded(qt, Lp, q, a->q.row_stride, L, E);
     transpose_padded(dot, Lp, dout, ldo, L, Ev);
-    copy_padded(qp, Ep, q, a->q.row_stride, L, E);
-    copy_padded(kp, Ep, k, a->k.row_stride, S, E);
-    copy_padded(dop, Evp, dout, ldo, L, Ev);
+    const float *qb = operand_b(q, a->q.row_stride, L, E, qp, &ldq), *kb = operand_b(k, a->k.row_stride, S, E, kp, &ldk);
+    const float *dob = operand_b(dout, ldo, L, Ev, dop, &lddo);
     scores(a, p, qt, pt, VNC_ATTN_PROBS, (float *)t->lse + p * L, scratch); /* P^T from the saved logsumexp */
-    product(tmp, Evp, pt, Lp, 1, dop, Evp, S, Evp, L, upper); /* dV = P^T dO */
-    store_rows(dv, t->dv.row_stride, tmp, Evp, S, Ev, 1.0f);
+    product_to(dv, t->dv.row_stride, 1.0f, tmp, pt, Lp, 1, dob, lddo, S, Ev, L, upper); /* dV = P^T dO */
     product(dst, Lp, v, a->v.row_stride, 1, dot, Lp, S, Lp, Ev, a->causal ? VNC_MM_C_GE_R : VNC_MM_FULL); /* dP^T = V dO^T */
     for (int64_t i = 0; i < Lp; i++) { /* D_i = dO_i . O_i (canonical sum) */
       if (i >= L) {
@@ -144,10 +168,8 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
     if (t->dbias)
       for (int64_t i = 0; i < L; i++)
         for (int64_t j = 0; j < S; j++) t->dbias[(p * L + i) * S + j] = dst[j * Lp + i];
-    product(tmp, Ep, dst, 1, Lp, kp, Ep, L, Ep, S, lower); /* dQ = scale dS K */
-    store_rows(dq, t->dq.row_stride, tmp, Ep, L, E, scale);
-    product(tmp, Ep, dst, Lp, 1, qp, Ep, S, Ep, L, upper); /* dK = scale dS^T Q */
-    store_rows(dk, t->dk.row_stride, tmp, Ep, S, E, scale);
+    product_to(dq, t->dq.row_stride, scale, tmp, dst, 1, Lp, kb, ldk, L, E, S, lower); /* dQ = scale dS K */
+    product_to(dk, t->dk.row_stride, scale, tmp, dst, Lp, 1, qb, ldq, S, E, L, upper); /* dK = scale dS^T Q */
   }
   free(qt);
 }

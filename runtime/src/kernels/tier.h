@@ -13,8 +13,8 @@
 #define VNC_TILE_OUTPUTS 64 /* outputs per tile of the column sums */
 
 /* A small float32 product for attention (vnc_tier_ops.mm): c[r][col] = the sum over t of
- * a[r * ars + t * ats] * b[t * ldb + col], for r < m, col < n; n, ldb and ldc are multiples of
- * VNC_MM_COLS (b's and c's rows padded). Each sum runs in t order from +0 with separate
+ * a[r * ars + t * ats] * b[t * ldb + col], for r < m, col < n; n is a multiple of
+ * VNC_MM_COLS (b's and c's rows hold n columns, padded where needed). Each sum runs in t order from +0 with separate
  * multiplies and adds, so every tier computes the same bits. Rows go in tiles of VNC_MM_ROWS;
  * the triangular modes (causal attention) skip what is zero or unused by construction, per
  * tile: T_LE_R sums t <= the tile's last row only, T_GE_R t >= its first row only, C_GE_R
