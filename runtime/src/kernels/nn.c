@@ -186,45 +186,42 @@ static float stat_at(const void *p, int32_t dt, int64_t r) {
 static void ln_bwd_blocks(void *ctx, int64_t b0, int64_t b1) {
   const ln_task *t = ctx;
   const int64_t N = t->N;
-  float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW], s4[STACK_ROW];
-  float *x = row_buffer(s1, N), *g = row_buffer(s2, N), *w = t->w ? row_buffer(s3, N) : NULL, *tmp = row_buffer(s4, N);
-  if (w) load_vec(t->w, t->dtype, N, w);
-  vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N), D = row_of(t->dx, t->dtype, t->M, N);
   const int f32 = t->dtype == VNC_FLOAT32;
+  float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW], s4[STACK_ROW], s5[STACK_ROW];
+  float *xh = row_buffer(s1, N), *g = row_buffer(s2, N), *w = NULL, *x = f32 ? NULL : row_buffer(s4, N);
+  float *dy = f32 ? NULL : row_buffer(s5, N);
+  if (t->w) {
+    w = f32 ? (float *)t->w : row_buffer(s3, N);
+    if (!f32) load_vec(t->w, t->dtype, N, w);
+  }
+  vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N), D = row_of(t->dx, t->dtype, t->M, N);
+  const vnc_tier_ops *tier = vnc_tier();
   for (int64_t blk = b0; blk < b1; blk++) {
     float *aw = t->part ? t->part + blk * 2 * N : NULL, *ab = aw ? aw + N : NULL;
     if (aw) memset(aw, 0, sizeof(float) * (size_t)(2 * N));
     const int64_t r1 = (blk + 1) * t->rb < t->M ? (blk + 1) * t->rb : t->M;
     for (int64_t r = blk * t->rb; r < r1; r++) {
-      const float *xr = x, *gr = g;
+      const float *xr = x, *gr = dy;
+      float *d = t->dx && f32 ? (float *)row_ptr(&D, r, 0, 0) : t->dx ? x : NULL; /* x's buffer is free after */
       if (f32) {
         xr = (const float *)row_ptr(&X, r, 0, 0);
         gr = (const float *)row_ptr(&G, r, 0, 0);
       } else {
         load_row(&X, r, 0, x);
-        load_row(&G, r, 0, g);
+        load_row(&G, r, 0, dy);
       }
-      float mean = stat_at(t->mean, t->stat_dtype, r), rstd = stat_at(t->rstd, t->stat_dtype, r);
-      for (int64_t j = 0; j < N; j++) x[j] = (xr[j] - mean) * rstd; /* x_hat */
-      if (aw)
-        for (int64_t j = 0; j < N; j++) {
-          aw[j] += gr[j] * x[j];
-          ab[j] += gr[j];
-        }
-      if (!t->dx) continue;
-      for (int64_t j = 0; j < N; j++) g[j] = w ? gr[j] * w[j] : gr[j]; /* dx_hat (in place when gr is g) */
-      float a = vnc_canonical_sum(g, N) / (float)N;
-      for (int64_t j = 0; j < N; j++) tmp[j] = g[j] * x[j];
-      float b = vnc_canonical_sum(tmp, N) / (float)N;
-      float *d = f32 ? (float *)row_ptr(&D, r, 0, 0) : tmp;
-      for (int64_t j = 0; j < N; j++) d[j] = rstd * ((g[j] - a) - x[j] * b);
-      if (!f32) store_row(&D, r, 0, tmp);
+      tier->ln_bwd_row(d, xr, gr, w, N, stat_at(t->mean, t->stat_dtype, r), stat_at(t->rstd, t->stat_dtype, r), aw, ab,
+                       xh, g);
+      if (d && !f32) store_row(&D, r, 0, d);
     }
   }
-  free_row(s1, x);
+  free_row(s1, xh);
   free_row(s2, g);
-  if (w) free_row(s3, w);
-  free_row(s4, tmp);
+  if (w && !f32) free_row(s3, w);
+  if (!f32) {
+    free_row(s4, x);
+    free_row(s5, dy);
+  }
 }
 
 static void ln_bwd_combine(void *ctx, int64_t c0, int64_t c1) { /* dweight, dbias: partials in block order */

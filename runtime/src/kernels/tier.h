@@ -77,6 +77,11 @@ typedef struct vnc_tier_ops {
   void (*norm_row)(float *y, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b);
   /* The small product described at vnc_mm. */
   void (*mm)(const vnc_mm *p);
+  /* One row of layer norm's backward (nn.c): xh = (x - mean) * rstd; with aw (then ab too)
+   * aw += dy * xh, ab += dy; with dx: g = dy * w (w may be NULL), a = canonical sum of g / n,
+   * b = canonical sum of g * xh / n, dx = rstd * ((g - a) - xh * b). xh, g: n-float scratch. */
+  void (*ln_bwd_row)(float *dx, const float *x, const float *dy, const float *w, int64_t n, float mean, float rstd,
+                     float *aw, float *ab, float *xh, float *g);
   /* The attention softmax passes described at vnc_attn_rows. */
   void (*attn_cols)(const vnc_attn_rows *p);
 } vnc_tier_ops;

@@ -327,6 +327,39 @@ static void attn_cols(const vnc_attn_rows *p) {
   }
 }
 
+/* ---------------------------------------------------------------- layer norm backward */
+
+/* The canonical sum of x[0..n) (vnc_canonical_sum: one block up to VNC_REDUCE_BLOCK). Up to
+ * one run (RUN elements) with n a multiple of 8, the block's schedule is one 8-lane loop and
+ * the lane tree. */
+static float row_sum(const float *x, int64_t n) {
+  if (n <= RUN && n % 8 == 0) {
+    v8f acc = {0};
+    for (int64_t i = 0; i < n; i += 8) acc += load8(x + i);
+    return lane_tree(acc);
+  }
+  return n <= VNC_REDUCE_BLOCK ? block_sum(x, n, 0, 0.0f, 0.0f) : vnc_canonical_sum(x, n);
+}
+
+static void ln_bwd_row(float *dx, const float *x, const float *dy, const float *w, int64_t n, float mean, float rstd,
+                       float *aw, float *ab, float *xh, float *g) {
+  for (int64_t j = 0; j < n; j++) xh[j] = (x[j] - mean) * rstd;
+  if (aw)
+    for (int64_t j = 0; j < n; j++) {
+      aw[j] += dy[j] * xh[j];
+      ab[j] += dy[j];
+    }
+  if (!dx) return;
+  if (w)
+    for (int64_t j = 0; j < n; j++) g[j] = dy[j] * w[j];
+  else
+    memcpy(g, dy, sizeof(float) * (size_t)n);
+  const float a = row_sum(g, n) / (float)n;
+  for (int64_t j = 0; j < n; j++) dx[j] = g[j] * xh[j]; /* dx as scratch until the last pass */
+  const float b = row_sum(dx, n) / (float)n;
+  for (int64_t j = 0; j < n; j++) dx[j] = rstd * ((g[j] - a) - xh[j] * b);
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define EW_KERNEL_ENTRY(CLS, TT, DT, COL, name) ew_##name##_##CLS,
@@ -341,5 +374,6 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .exp_shift = exp_shift,
     .norm_row = norm_row,
     .mm = mm,
+    .ln_bwd_row = ln_bwd_row,
     .attn_cols = attn_cols,
 };
