@@ -49,30 +49,12 @@ static void softmax_rows(void *ctx, int64_t r0, int64_t r1) {
     const float *x = da ? (const float *)row_ptr(&t->a, o, 0, i) : xb;
     float *y = yb ? yb : (float *)row_ptr(&t->out, o, 0, i);
     if (!da) load_row(&t->a, o, i, xb);
-    if (!t->backward) {
-      const float mx = tier->row_max(x, n);
-      tier->exp_shift(tmp, x, mx, n);
-      const float sum = vnc_canonical_sum(tmp, n);
-      if (t->log) {
-        const float lse = logf(sum);
-        for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - lse;
-      } else {
-        const float inv = 1.0f / sum; /* ATen's vectorised softmax multiplies by 1 / sum too */
-        for (int64_t j = 0; j < n; j++) y[j] = tmp[j] * inv;
-      }
-    } else { /* x = grad, b = output */
-      const float *yo = db ? (const float *)row_ptr(&t->b, o, 0, i) : y;
+    const float *yo = NULL;
+    if (t->backward) { /* x = grad, b = output */
+      yo = db ? (const float *)row_ptr(&t->b, o, 0, i) : y;
       if (!db) load_row(&t->b, o, i, y);
-      if (t->log) {
-        const float gsum = vnc_canonical_sum(x, n);
-        tier->exp_shift(tmp, yo, 0.0f, n);
-        for (int64_t j = 0; j < n; j++) y[j] = x[j] - tmp[j] * gsum;
-      } else {
-        for (int64_t j = 0; j < n; j++) tmp[j] = x[j] * yo[j];
-        const float dot = vnc_canonical_sum(tmp, n);
-        for (int64_t j = 0; j < n; j++) y[j] = yo[j] * (x[j] - dot);
-      }
     }
+    tier->softmax_row(y, x, yo, n, t->log, t->backward, tmp);
     if (yb) store_row(&t->out, o, i, y);
   }
   if (xb) free_row(s1, xb);

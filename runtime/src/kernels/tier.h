@@ -77,6 +77,11 @@ typedef struct vnc_tier_ops {
   void (*norm_row)(float *y, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b);
   /* The small product described at vnc_mm. */
   void (*mm)(const vnc_mm *p);
+  /* One row of softmax (nn.c), n >= 1. Forward (x the input): m = max, e = exp(x - m) in tmp,
+   * s = canonical sum of e; y = e * (1 / s), or (x - m) - log(s) for log_softmax. Backward (x
+   * the gradient, yo the output): y = yo * (x - canonical sum of x * yo), or for log_softmax
+   * x - exp(yo) * canonical sum of x. y may equal x or yo; tmp: n floats. */
+  void (*softmax_row)(float *y, const float *x, const float *yo, int64_t n, int log, int backward, float *tmp);
   /* One row of layer norm's backward (nn.c): xh = (x - mean) * rstd; with aw (then ab too)
    * aw += dy * xh, ab += dy; with dx: g = dy * w (w may be NULL), a = canonical sum of g / n,
    * b = canonical sum of g * xh / n, dx = rstd * ((g - a) - xh * b). xh, g: n-float scratch. */

@@ -360,6 +360,31 @@ static void ln_bwd_row(float *dx, const float *x, const float *dy, const float *
   for (int64_t j = 0; j < n; j++) dx[j] = rstd * ((g[j] - a) - xh[j] * b);
 }
 
+/* ---------------------------------------------------------------- softmax rows */
+
+static void softmax_row(float *y, const float *x, const float *yo, int64_t n, int log, int backward, float *tmp) {
+  if (!backward) {
+    const float mx = row_max(x, n);
+    exp_shift(tmp, x, mx, n);
+    const float sum = row_sum(tmp, n);
+    if (log) {
+      const float lse = logf(sum);
+      for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - lse;
+    } else {
+      const float inv = 1.0f / sum; /* ATen's vectorised softmax multiplies by 1 / sum too */
+      for (int64_t j = 0; j < n; j++) y[j] = tmp[j] * inv;
+    }
+  } else if (log) {
+    const float gsum = row_sum(x, n);
+    exp_shift(tmp, yo, 0.0f, n);
+    for (int64_t j = 0; j < n; j++) y[j] = x[j] - tmp[j] * gsum;
+  } else {
+    for (int64_t j = 0; j < n; j++) tmp[j] = x[j] * yo[j];
+    const float dot = row_sum(tmp, n);
+    for (int64_t j = 0; j < n; j++) y[j] = yo[j] * (x[j] - dot);
+  }
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define EW_KERNEL_ENTRY(CLS, TT, DT, COL, name) ew_##name##_##CLS,
@@ -374,6 +399,7 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .exp_shift = exp_shift,
     .norm_row = norm_row,
     .mm = mm,
+    .softmax_row = softmax_row,
     .ln_bwd_row = ln_bwd_row,
     .attn_cols = attn_cols,
 };
