@@ -158,13 +158,16 @@ static inline v8f max_nan(v8f m, v8f v) {
 
 static float row_max(const float *x, int64_t n) {
   const v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  v8f m0 = ninf, m1 = ninf;
+  v8f m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf; /* four chains: a compare-select chain is latency-bound */
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
+  for (; i + 32 <= n; i += 32) {
     m0 = max_nan(m0, load8(x + i));
     m1 = max_nan(m1, load8(x + i + 8));
+    m2 = max_nan(m2, load8(x + i + 16));
+    m3 = max_nan(m3, load8(x + i + 24));
   }
-  m0 = max_nan(m0, m1);
+  for (; i + 8 <= n; i += 8) m0 = max_nan(m0, load8(x + i));
+  m0 = max_nan(max_nan(m0, m1), max_nan(m2, m3));
   float m = -INFINITY;
   for (int k = 0; k < 8; k++) m = m != m ? m : (m0[k] != m0[k] || m0[k] > m) ? m0[k] : m;
   for (; i < n; i++) m = m != m ? m : (x[i] != x[i] || x[i] > m) ? x[i] : m;
