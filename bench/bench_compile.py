@@ -5,7 +5,14 @@ d_model 128, 4 heads, batch 16 x 64, AdamW), in one run:
 - cold start: a fresh process with an empty compile cache, first step (Dynamo, AOTAutograd,
   lowering, C compilation, the step itself) and the C compiler's share;
 - warm start: a second process on the same cache (the C compiler must run zero times);
-- torch.compile's default backend (Inductor) on CPU tensors: steady step and cold first step.
+- torch.compile's default backend (Inductor) on CPU tensors: steady step and cold first step;
+- warm start against the first step of ``backend="aot_eager"`` (the same graphs run eagerly);
+- peak device memory of a compiled training step against eager's (``max_memory_allocated``);
+- MiniLM inference (all-MiniLM-L6-v2, the model of ``examples/embed.py``): compiled vs eager
+  ``neuron`` and vs Inductor on CPU.
+
+Every timed step reads its result (the loss is accumulated and read after the timing), so
+nothing a benchmark measures can be optimised away.
 
 Run: `make bench` (or `python bench/bench_compile.py [--json]`)."""
 from __future__ import annotations
@@ -61,28 +68,81 @@ def gpt_steps() -> list[Result]:
         idx = torch.randint(0, 96, (16, 65)).to(device)
         return fn, opt, idx
 
+    total = {}
+
     def step(fn, opt, idx):
         loss = fn(idx[:, :-1], idx[:, 1:])
         loss.backward()
         opt.step()
         opt.zero_grad()
+        total[idx.device.type] = total.get(idx.device.type, 0) + loss.detach()  # read below
+
+    def peak(fn, opt, idx):
+        """Peak bytes allocated on the device during one step, above what was held before."""
+        step(fn, opt, idx)
+        neuron_sync()
+        torch.neuron.reset_peak_memory_stats()
+        before = torch.neuron.memory_allocated()
+        step(fn, opt, idx)
+        neuron_sync()
+        return torch.neuron.max_memory_allocated() - before
 
     eager = make("neuron", False)
     t_eager = median_seconds(lambda: step(*eager), neuron_sync, repeat=9, warmup=2)
+    p_eager = peak(*eager)
+    del eager
     comp = make("neuron", True)
     t_comp = median_seconds(lambda: step(*comp), neuron_sync, repeat=9, warmup=3)
+    p_comp = peak(*comp)
     cpu = make("cpu", False)
     t_cpu = median_seconds(lambda: step(*cpu), cpu_sync, repeat=9, warmup=2)
     torch.manual_seed(0)
     model = TinyGPT(96, 128, 4, 4, 64)
     ind = (torch.compile(model), torch.optim.AdamW(model.parameters(), lr=1e-3), torch.randint(0, 96, (16, 65)))
     t_ind = median_seconds(lambda: step(*ind), cpu_sync, repeat=9, warmup=3)
+    assert all(torch.isfinite(v).item() for v in total.values()), total  # every timed loss is read
     return [
         Result("GPT step: compiled vs eager neuron", "ms", t_comp * 1e3, t_eager * 1e3, t_eager / t_comp,
                "compiled <= 0.7x eager (issue 12)"),
         Result("GPT step: compiled neuron vs eager CPU", "ms", t_comp * 1e3, t_cpu * 1e3, t_cpu / t_comp),
         Result("GPT step: compiled neuron vs inductor on CPU", "ms", t_comp * 1e3, t_ind * 1e3, t_ind / t_comp,
                "<= 1.0x inductor (issue 12)"),
+        Result("GPT step peak memory: compiled vs eager ('cpu' column = eager)", "MiB", p_comp / 2**20,
+               p_eager / 2**20, p_eager / p_comp, "<= eager's (issue 12)"),
+    ]
+
+
+def minilm() -> list[Result]:
+    """all-MiniLM-L6-v2 forward passes over the sentences of examples/embed.py (batch 25,
+    padded): compiled neuron vs eager neuron and vs Inductor on CPU."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoModel, AutoTokenizer
+
+    from torch_neuronx.examples.embed import QUERIES, SENTENCES, model_path
+
+    path = model_path()
+    tok = AutoTokenizer.from_pretrained(path)
+    batch = dict(tok(SENTENCES + QUERIES, padding=True, return_tensors="pt"))
+    read = []
+
+    def runner(device, backend):
+        model = AutoModel.from_pretrained(path).eval().to(device)
+        fn = torch.compile(model, backend=backend) if backend else model
+        inputs = {k: v.to(device) for k, v in batch.items()}
+
+        def run():
+            with torch.no_grad():
+                read.append(fn(**inputs).last_hidden_state.sum())
+        return run
+
+    t_eager = median_seconds(runner("neuron", None), neuron_sync, repeat=9, warmup=2)
+    t_comp = median_seconds(runner("neuron", "neuron"), neuron_sync, repeat=9, warmup=3)
+    t_ind = median_seconds(runner("cpu", "inductor"), cpu_sync, repeat=9, warmup=3)
+    assert all(torch.isfinite(v).item() for v in read)
+    return [
+        Result("MiniLM inference: compiled vs eager neuron", "ms", t_comp * 1e3, t_eager * 1e3, t_eager / t_comp),
+        Result("MiniLM inference: compiled neuron vs inductor on CPU", "ms", t_comp * 1e3, t_ind * 1e3, t_ind / t_comp),
     ]
 
 
@@ -90,16 +150,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = gpt_steps()
+    results = gpt_steps() + minilm()
     with tempfile.TemporaryDirectory(prefix="neuron_bench_cache_") as cache:
         cold = first_step(cache)
         warm = first_step(cache)
         ind_cold = first_step(cache, "cpu", "inductor")
+        aot = first_step(cache, "neuron", "aot_eager")
     results.append(Result("GPT first step: warm start vs cold (s; 'cpu' column = cold)", "s",
                           warm["first_step_s"], cold["first_step_s"], cold["first_step_s"] / warm["first_step_s"]))
     results.append(Result("GPT first step: cold neuron vs cold inductor (s)", "s", cold["first_step_s"],
                           ind_cold["first_step_s"], ind_cold["first_step_s"] / cold["first_step_s"],
                           "<= 0.5x inductor's (issue 12)"))
+    results.append(Result("GPT first step: warm start vs aot_eager's first step (s)", "s", warm["first_step_s"],
+                          aot["first_step_s"], aot["first_step_s"] / warm["first_step_s"],
+                          "<= 1.2x aot_eager's (issue 12)"))
     print_results("torch.compile(backend='neuron') benchmarks (the 'cpu' column is the baseline of each row)",
                   results, args.json)
     if not args.json:

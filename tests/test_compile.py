@@ -333,22 +333,79 @@ def test_new_shape_recompiles(neuron):
     assert_compiled()
 
 
-def test_symbolic_shapes_are_specialised_per_size(neuron):
+def _specialisations(recs):
+    return [r for r in recs if re.search(r"_s\d+$", r["graph_name"])]
+
+
+def test_dynamic_shapes_compile_the_c_once(neuron):
+    """Symbolic sizes (dynamic=True from the start; dynamic=None after a shape change): each
+    new size is lowered again, but the generated C is shape-generic (sizes, strides and
+    scalars such as x.shape[0] read at run time), so every size shares one shared object
+    and the C compiler runs at most once per graph."""
     def f(x, w):
-        return torch.nn.functional.gelu(x @ w).sum(-1) * x.shape[0]
+        return torch.nn.functional.gelu(x @ w).sum(-1) * x.shape[0] + x.mean()
 
     w = torch.randn(16, 8, device=neuron)
-    for dynamic in (True, None):  # symbolic from the start; automatic after a shape change
+    for dynamic in (True, None):
         torch._dynamo.reset()
         reset_dynamo_metrics()
+        runs0 = torch_neuronx.compiler.jit_stats()["compiles"]
         cf = torch.compile(f, backend="neuron", dynamic=dynamic)
-        for n in (4, 6, 9, 6, 13):
+        for n in (4, 6, 9, 6, 13, 100, 7):
             x = torch.randn(n, 16, device=neuron)
             assert_bitwise_equal(cf(x, w), f(x, w))
         recs = get_dynamo_metrics()
         assert any("symbolic" in r["reason"] for r in recs), recs
-        specialised = [r for r in recs if re.search(r"_s\d+$", r["graph_name"])]
-        assert specialised and all(r["fused_kernel_count"] >= 1 and not r["fallback"] for r in specialised)
+        spec = _specialisations(recs)
+        assert len(spec) == (6 if dynamic else 5), [r["graph_name"] for r in spec]  # one per new size
+        assert all(r["fused_kernel_count"] >= 1 and not r["fallback"] for r in spec)
+        assert len({r["artifact"] for r in spec}) == 1, [r["artifact"] for r in spec]
+        assert torch_neuronx.compiler.jit_stats()["compiles"] - runs0 <= 1 + (dynamic is None)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_mark_dynamic_batch(neuron):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32)).to(neuron)
+    cm = torch.compile(m, backend="neuron")
+    for b in (3, 5, 8, 2):
+        x = torch.randn(b, 16, device=neuron)
+        torch._dynamo.mark_dynamic(x, 0)
+        assert_bitwise_equal(cm(x), m(x))
+    spec = _specialisations(get_dynamo_metrics())
+    assert len(spec) == 4 and len({r["artifact"] for r in spec}) == 1, [r["artifact"] for r in spec]
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_training_over_varying_sequence_lengths(neuron):
+    """The main job's GPT trained with dynamic=True over sequence lengths 16..64: losses and
+    parameters bitwise equal to eager; the forward and backward graphs each compile their C
+    once for every length."""
+    def run(compiled):
+        torch.manual_seed(0)
+        model = TinyGPT(96, 64, 2, 2, 64).to(neuron)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        fn = torch.compile(model, backend="neuron", dynamic=True) if compiled else model
+        g = torch.Generator().manual_seed(1)
+        losses = []
+        for t in (16, 40, 64, 24, 40):
+            idx = torch.randint(0, 96, (4, t + 1), generator=g).to(neuron)
+            loss = fn(idx[:, :-1], idx[:, 1:])
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.detach())
+        return torch.stack(losses), [p.detach() for p in model.parameters()]
+
+    le, pe = run(False)
+    lc, pc = run(True)
+    assert_bitwise_equal(lc, le)
+    for a, b in zip(pc, pe):
+        assert_bitwise_equal(a, b)
+    spec = _specialisations(get_dynamo_metrics())
+    for kind in ("forward", "backward"):
+        arts = {r["artifact"] for r in spec if r["graph_type"] == kind}
+        assert len(arts) == 1, (kind, arts)
     assert torch_neuronx.get_fallback_ops() == []
 
 

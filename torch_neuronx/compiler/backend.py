@@ -84,8 +84,9 @@ class _GraphCompiler:
         t0 = time.perf_counter()
         try:
             prog = lower(gm, _donated() if graph_type == "backward" else ())
+            prog.releases_inputs = graph_type == "backward"
         except DynamicShapes:
-            rec.fallback, rec.reason = False, "symbolic shapes: specialised per concrete shape at run time"
+            rec.fallback, rec.reason = False, "symbolic shapes: lowered per concrete shape, shape-generic C shared"
             metrics.commit(rec)
             return SpecializingGraph(gm, self, name, graph_type)
         except UnsupportedOp as e:
@@ -102,7 +103,7 @@ class _GraphCompiler:
             rec.fallback, rec.reason = True, "no neuron tensors"
             metrics.commit(rec)
             return EagerGraph(gm)
-        source, tables = generate(prog, name)
+        source, tables, ints = generate(prog, name)
         t2 = time.perf_counter()
         rec.codegen_us = (t2 - t1) * 1e6
         keep = _keep_dir()
@@ -123,13 +124,14 @@ class _GraphCompiler:
         rec.host_ops = list(prog.host_ops)
         rec.segment_count = len(tables)
         metrics.commit(rec)
-        return CompiledGraph(prog, module, tables, name)
+        return CompiledGraph(prog, module, tables, ints, name)
 
 
 class SpecializingGraph:
-    """A graph with symbolic sizes, compiled once per concrete shape it meets: the FX graph is
-    re-propagated with fake tensors of the actual inputs (every size a number), then lowered
-    and compiled as a static graph; each specialisation is a metrics record."""
+    """A graph with symbolic sizes, lowered once per concrete shape it meets: the FX graph is
+    re-propagated with fake tensors of the actual inputs (every size a number), then lowered as
+    a static graph, whose shape-generic C is the same for every size of one structure (the JIT
+    finds it compiled); each specialisation is a metrics record."""
 
     def __init__(self, gm, compiler, name, graph_type):
         self._boxed_call = True

@@ -26,7 +26,7 @@ class CompiledGraph:
     """Callable with AOTAutograd's boxed convention: ``f(args: list) -> list`` (the list is
     cleared, so inputs can be freed early)."""
 
-    def __init__(self, prog, module, tables, name: str):
+    def __init__(self, prog, module, tables, ints, name: str):
         self._boxed_call = True  # an instance attribute: it survives functools.wraps (Dynamo's disable)
         self.prog = prog
         self.module = module
@@ -38,7 +38,7 @@ class CompiledGraph:
         used_by_c = set()
         actions = []
         seg_steps = {}
-        segs = segments(prog.steps)
+        segs = segments(prog.steps, prog.releases_inputs)
         starts = {a: (k, b) for k, (a, b) in enumerate(segs)}
         i = 0
         while i < len(prog.steps):
@@ -46,18 +46,18 @@ class CompiledGraph:
                 k, b = starts[i]
                 refs = [r for s in prog.steps[i:b] for r in s.refs()]
                 used_by_c.update(r.buf.id for r in refs)
-                actions.append(("seg", module.symbol(f"seg_{k}") if module else 0, tables[k], refs))
+                actions.append(("seg", module.symbol(f"seg_{k}") if module else 0, tables[k], refs, ints[k]))
                 seg_steps[len(actions) - 1] = prog.steps[i:b]
                 i = b
             else:
                 step = prog.steps[i]
-                actions.append(("eager", step, None, step.refs()))
+                actions.append(("eager", step, None, step.refs(), ()))
                 i += 1
         out_leaves, self.out_spec = tree_flatten(prog.outputs)
         keep = {x.buf.id for x in out_leaves if isinstance(x, TRef)}
         # allocation before the first action that names a buffer; release after the last
         first, last = {}, {}
-        for a, (_, _, _, refs) in enumerate(actions):
+        for a, (_, _, _, refs, _) in enumerate(actions):
             for r in refs:
                 first.setdefault(r.buf.id, a)
                 last[r.buf.id] = a
@@ -68,14 +68,14 @@ class CompiledGraph:
                         last[x.buf.id] = max(last.get(x.buf.id, a), a)
         self.plan = []
         self.undonated, self.donors, self.donation_checked = {}, set(), False
-        for a, (kind, what, table, _) in enumerate(actions):
+        for a, (kind, what, table, _, kvals) in enumerate(actions):
             # temporaries of one segment share an arena planned by liveness; the rest are tensors
             internal = {b for b in (table or ()) if prog.buffers[b].kind == "alloc" and b not in keep
                         and first[b] == a and last[b] == a}
-            # donated inputs (saved activations AOTAutograd hands over) used by this segment
-            # alone lend their memory to temporaries that start after their last use
+            # donated inputs (saved activations AOTAutograd hands over) last used by this
+            # segment lend their memory to its temporaries that start after that use
             donated = {b for b in (table or ()) if prog.buffers[b].kind == "input" and
-                       prog.buffers[b].input_index in prog.donated and b not in keep and first[b] == a == last[b]
+                       prog.buffers[b].input_index in prog.donated and b not in keep and last[b] == a
                        and _dense(prog.buffers[b])}
             arena = _plan_arena(prog, seg_steps[a], internal, donated) if internal else (0, {})
             if any(base >= 0 for base, _ in arena[1].values()):  # a plan without donation, in case
@@ -83,8 +83,10 @@ class CompiledGraph:
                 self.donors.update(base for base, _ in arena[1].values() if base >= 0)
             allocs = [prog.buffers[b] for b, f in first.items()
                       if f == a and prog.buffers[b].kind == "alloc" and b not in internal]
+            # inputs too: the boxed call cleared the caller's list, so dropping the graph's
+            # reference frees a saved activation after its last use, as eager's backward does
             frees = [b for b, l in last.items() if l == a and b not in keep
-                     and prog.buffers[b].kind not in ("input", "const") and b not in internal]
+                     and prog.buffers[b].kind != "const" and b not in internal]
             if table is not None:  # (base buffer or -1 for the arena, byte offset)
                 table = [arena[1][b] if b in internal else (b, 0) for b in table]
             if kind == "eager":  # the argument structure flattened once; tensors fill the slots
@@ -94,8 +96,8 @@ class CompiledGraph:
                         isinstance(what.outs, TRef))
             if a in self.undonated:
                 plain = self.undonated[a]
-                self.undonated[a] = ([plain[1][b] if b in internal else (b, 0) for b in actions[a][2]], plain[0])
-            self.plan.append((kind, what, (table, arena[0]), allocs, frees))
+                self.undonated[a] = ([plain[1][b] if b in internal else (b, 0) for b in actions[a][2]], plain[0], kvals)
+            self.plan.append((kind, what, (table, arena[0], kvals), allocs, frees))
         self.out_leaves = out_leaves
         for b in prog.buffers:  # outputs never named by a step (pure views of inputs) need nothing
             if b.kind == "alloc" and b.id in keep and b.id not in first:
@@ -116,6 +118,7 @@ class CompiledGraph:
         for b in self.prog.inputs:
             if b is not None:
                 env[b.id] = args[b.input_index]
+        args.clear()  # env holds the inputs now, each dropped after its last use
         for b in self.cpu_checked:
             t = env[b.id]
             if isinstance(t, torch.Tensor) and t.device.type == "cpu":
@@ -130,10 +133,11 @@ class CompiledGraph:
             for b in allocs:
                 env[b.id] = torch.empty_strided(b.size, b.stride, dtype=b.dtype, device=device)
             if kind == "seg":
-                table, arena_bytes = seg
+                table, arena_bytes, kvals = seg
                 base = torch.empty(arena_bytes, dtype=torch.uint8, device=device).data_ptr() if arena_bytes else 0
                 # the arena is released at once: stream-ordered reuse waits for this task
                 addrs = [base + off if j < 0 else env[j].data_ptr() + off for j, off in table]
+                addrs += kvals  # the sizes, strides and offsets of the shape-generic code
                 host = [(k, env[j]) for k, (j, off) in enumerate(table)
                         if j >= 0 and off == 0 and env[j].device.type != "neuron"]
                 staged = _stage_host_tensors(host, addrs, device) if host else None  # noqa: F841 (kept until launch)

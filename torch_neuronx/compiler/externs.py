@@ -33,8 +33,8 @@ def broadcast_strides(ref: TRef, shape) -> tuple:
 
 def c_tensor(var: str, addr: str, size, stride, dtype) -> str:
     """C declaration of a vnc_tensor named `var`."""
-    sizes = ", ".join(str(int(s)) for s in size) or "0"
-    strides = ", ".join(str(int(s)) for s in stride) or "0"
+    sizes = ", ".join(f"${int(s)}" for s in size) or "0"
+    strides = ", ".join(f"${int(s)}" for s in stride) or "0"
     return (f"vnc_tensor {var} = {{.data = (void *)({addr}), .sizes = {{{sizes}}}, .strides = {{{strides}}}, "
             f".ndim = {len(size)}, .dtype = {dtype_num(dtype)}}};")
 
@@ -218,7 +218,7 @@ def _matrix(addr: str, ref: TRef, dims: int) -> str:
     batch = st[0] if dims == 3 else 0
     row = st[0] if dims == 1 else st[dims - 2]
     col = 1 if dims == 1 else st[dims - 1]
-    return f"{{(void *)({addr}), {batch}, {row}, {col}, {dtype_num(ref.dtype)}}}"
+    return f"{{(void *)({addr}), ${batch}, ${row}, ${col}, {dtype_num(ref.dtype)}}}"
 
 
 def _gemm(name: str, has_self: bool):
@@ -253,10 +253,10 @@ def _gemm(name: str, has_self: bool):
                 code.append(f'VNC_JIT_TRY(vnc_rt->copy(s, "aten::copy_", &dst, &src));')
             C = _matrix(addr(ro), ro, nd)
             if nd == 1:  # matrix @ vector: C is a column
-                C = f"{{(void *)({addr(ro)}), 0, {ro.stride[0]}, 1, {dtype_num(ro.dtype)}}}"
+                C = f"{{(void *)({addr(ro)}), 0, ${ro.stride[0]}, 1, {dtype_num(ro.dtype)}}}"
             code.append(f"vnc_matrix A = {_matrix(addr(ra), ra, len(ra.size))}, B_ = {_matrix(addr(rb), rb, len(rb.size))}, "
                         f"C = {C};")
-            code.append(f'VNC_JIT_TRY(vnc_rt->gemm(s, "{name}", {batch}, {M}, {N}, {K}, {c_double(alpha)}, &A, &B_, '
+            code.append(f'VNC_JIT_TRY(vnc_rt->gemm(s, "{name}", ${batch}, ${M}, ${N}, ${K}, {c_double(alpha)}, &A, &B_, '
                         f'{c_double(beta) if rs is not None else "0.0"}, &C));')
             return code
 
@@ -289,7 +289,7 @@ def _rows(addr: str, ref: TRef, dim: int) -> str:
     inner = 1
     for s in size[dim + 1:]:
         inner *= s
-    return f"{{(void *)({addr}), {dtype_num(ref.dtype)}, {outer}, {n}, {inner}, {n * inner}, {inner}, 1}}"
+    return f"{{(void *)({addr}), {dtype_num(ref.dtype)}, ${outer}, ${n}, ${inner}, ${n * inner}, ${inner}, 1}}"
 
 
 def _fresh(lw, meta):
@@ -360,7 +360,7 @@ def _layer_norm(lw, node) -> bool:
     M = rx.numel // N if N else 0
     ry, rm, rr = lw.fresh_ref(y), lw.fresh_ref(mean), lw.fresh_ref(rstd)
     name = "aten::native_layer_norm"
-    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm(s, "{name}", {M}, {N}, {dtype_num(dt)}, {_ptr(a, rx)}, '  # noqa: E731
+    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm(s, "{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rx)}, '  # noqa: E731
                       f'{_ptr(a, rw)}, {_ptr(a, rb)}, {c_double(eps)}, {_ptr(a, ry)}, {_ptr(a, rm)}, {_ptr(a, rr)}, '
                       f'{dtype_num(rm.dtype)}));']
     lw.prog.steps.append(Extern(name, emit, [r for r in (rx, rw, rb) if r is not None], [ry, rm, rr]))
@@ -384,7 +384,7 @@ def _layer_norm_backward(lw, node) -> bool:
     wanted = [mask[0], mask[1] and w is not None, mask[2] and b is not None]
     res = [lw.fresh_ref(t) if want and isinstance(t, torch.Tensor) else None for want, t in zip(wanted, outs)]
     name = "aten::native_layer_norm_backward"
-    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm_backward(s, "{name}", {M}, {N}, {dtype_num(dt)}, {_ptr(a, rdy)}, '  # noqa: E731
+    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm_backward(s, "{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rdy)}, '  # noqa: E731
                       f'{_ptr(a, rx)}, {_ptr(a, rm)}, {_ptr(a, rr)}, {dtype_num(rm.dtype)}, {_ptr(a, rw)}, '
                       f'{_ptr(a, res[0])}, {_ptr(a, res[1])}, {_ptr(a, res[2])}));']
     lw.prog.steps.append(Extern(name, emit, [r for r in (rdy, rx, rm, rr, rw) if r is not None],
@@ -412,7 +412,7 @@ def _nll_loss(lw, node) -> bool:
     N, C = (rx.size[0] if len(rx.size) == 2 else 1), rx.size[-1]
     ro, rtw = lw.fresh_ref(out), lw.fresh_ref(tw)
     name = "aten::nll_loss_forward"
-    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->nll_loss(s, "{name}", {N}, {C}, {dtype_num(rx.dtype)}, {_ptr(a, rx)}, '  # noqa: E731
+    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->nll_loss(s, "{name}", ${N}, ${C}, {dtype_num(rx.dtype)}, {_ptr(a, rx)}, '  # noqa: E731
                       f'(const int64_t *){_ptr(a, rt)}, NULL, {int(reduction)}, INT64_C({int(ignore)}), '
                       f'{_ptr(a, ro)}, {_ptr(a, rtw)}));']
     lw.prog.steps.append(Extern(name, emit, [rx, rt], [ro, rtw]))
@@ -431,8 +431,8 @@ def _nll_loss_backward(lw, node) -> bool:
     go_stride = rgo.stride[0] if rgo.size else 0
     ro = lw.fresh_ref(out)
     name = "aten::nll_loss_backward"
-    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->nll_loss_backward(s, "{name}", {N}, {C}, {dtype_num(out.dtype)}, '  # noqa: E731
-                      f'{_ptr(a, rgo)}, {go_stride}, (const int64_t *){_ptr(a, rt)}, NULL, {int(reduction)}, '
+    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->nll_loss_backward(s, "{name}", ${N}, ${C}, {dtype_num(out.dtype)}, '  # noqa: E731
+                      f'{_ptr(a, rgo)}, ${go_stride}, (const int64_t *){_ptr(a, rt)}, NULL, {int(reduction)}, '
                       f'INT64_C({int(ignore)}), {_ptr(a, rtw)}, {_ptr(a, ro)}));']
     lw.prog.steps.append(Extern(name, emit, [rgo, rt, rtw], [ro]))
     lw.values[node] = ro
@@ -455,7 +455,7 @@ def _embedding(lw, node) -> bool:
     name = "aten::index_select"  # eager's embedding is index_select of weight rows (+ a view)
     emit = lambda a: [f"vnc_rows src = {_rows(a(rw), rw, 0)}, dst = {_rows(a(flat), flat, 0)};",  # noqa: E731
                       f'VNC_JIT_TRY(vnc_rt->index_select(s, "{name}", &src, {_ptr(a, ri)}, {dtype_num(ri.dtype)}, 1, '
-                      f'{nidx}, &dst));']
+                      f'${nidx}, &dst));']
     lw.prog.steps.append(Extern(name, emit, [rw, ri], [ro]))
     lw.values[node] = ro
     return True
@@ -474,7 +474,7 @@ def _embedding_backward(lw, node) -> bool:
     name = "aten::embedding_dense_backward"
     emit = lambda a: [f"vnc_rows dst = {_rows(a(ro), ro, 0)}, src = {_rows(a(flat), flat, 0)};",  # noqa: E731
                       f'VNC_JIT_TRY(vnc_rt->index_add_rows(s, "{name}", &dst, {_ptr(a, ri)}, {dtype_num(ri.dtype)}, '
-                      f'{nidx}, &src, INT64_C({int(padding_idx)}), {int(bool(by_freq))}, 1));']
+                      f'${nidx}, &src, INT64_C({int(padding_idx)}), {int(bool(by_freq))}, 1));']
     lw.prog.steps.append(Extern(name, emit, [rg, ri], [ro]))
     lw.values[node] = ro
     return True
@@ -555,7 +555,7 @@ def _rows_ok(size, stride) -> bool:
 
 def _operand(addr: str, ref: TRef) -> str:
     row = ref.size[3] if ref.size[2] == 1 else ref.stride[2]
-    return f"{{(float *)({addr}), {ref.stride[0]}, {ref.stride[1]}, {row}}}"
+    return f"{{(float *)({addr}), ${ref.stride[0]}, ${ref.stride[1]}, ${row}}}"
 
 
 def _attention_args(a, rq, rk, rv, causal, scale, rb=None) -> str:
@@ -566,9 +566,9 @@ def _attention_args(a, rq, rk, rv, causal, scale, rb=None) -> str:
     sc = c_double(scale if scale is not None else 1.0 / (E ** 0.5))
     bias = ".bias = NULL"
     if rb is not None:
-        bst = ", ".join(map(str, broadcast_strides(rb, (B, H, L, S))))
+        bst = ", ".join(f"${v}" for v in broadcast_strides(rb, (B, H, L, S)))
         bias = f".bias = (const float *)({a(rb)}), .bias_strides = {{{bst}}}"
-    return (f"vnc_attention at = {{.B = {B}, .H = {H}, .L = {L}, .S = {S}, .E = {E}, .Ev = {Ev}, .scale = {sc}, "
+    return (f"vnc_attention at = {{.B = ${B}, .H = ${H}, .L = ${L}, .S = ${S}, .E = ${E}, .Ev = ${Ev}, .scale = {sc}, "
             f".causal = {int(bool(causal))}, .q = {_operand(a(rq), rq)}, .k = {_operand(a(rk), rk)}, "
             f".v = {_operand(a(rv), rv)}, {bias}}};")
 

@@ -106,6 +106,9 @@ class Program:
         self.host_ops = []  # ops on CPU tensors inside the graph (after .item(), on CPU scalars)
         self.consts = {}  # buffer id -> tensor held by the graph
         self.donated = set()  # input positions whose memory the graph may reuse (AOTAutograd's)
+        # a backward graph: its inputs (saved activations) are let go of as it runs, so its C
+        # steps are split into several segments (codegen.segments)
+        self.releases_inputs = False
         self.device = None
 
     @property
