@@ -28,10 +28,13 @@ import torch, torch_neuronx
 warnings.simplefilter("ignore")  # the float64/fallback notices are not under test here
 os.sched_setaffinity(0, {int(sys.argv[2])})
 torch.ones(2, device="neuron", requires_grad=True).sum().backward()  # starts the device threads
+device_threads = []
 for tid in os.listdir("/proc/self/task"):
     with open(f"/proc/self/task/{tid}/comm") as f:
         if f.read().strip() == "pt_autograd_0":
-            os.setpriority(os.PRIO_PROCESS, int(tid), 19)
+            device_threads.append(int(tid))
+assert device_threads, "no autograd device thread pt_autograd_0 to steer"
+os.setpriority(os.PRIO_PROCESS, device_threads[0], 19)
 sys.setswitchinterval(0.2)
 
 class Scale(torch.autograd.Function):  # its backward node holds Python objects
