@@ -5,6 +5,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <exception>
 
 #include "neuron.h"
 
@@ -105,6 +106,20 @@ PyObject* py_synchronize(PyObject*, PyObject* arg) {
   vnc_status st;
   Py_BEGIN_ALLOW_THREADS st = vnc_device_synchronize(d);
   Py_END_ALLOW_THREADS check(st);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// The device threads may be waiting for the GIL to free an earlier GraphTask: release it.
+PyObject* py_flush_autograd_threads(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  std::exception_ptr error;
+  Py_BEGIN_ALLOW_THREADS try {
+    flush_autograd_device_threads();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  Py_END_ALLOW_THREADS if (error) std::rethrow_exception(error);
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
 }
@@ -360,6 +375,7 @@ PyMethodDef methods[] = {
     {"_set_device", py_set_device, METH_O, nullptr},
     {"_check_device", py_check_device, METH_O, nullptr},
     {"_synchronize", py_synchronize, METH_O, nullptr},
+    {"_flush_autograd_threads", py_flush_autograd_threads, METH_NOARGS, nullptr},
     {"_capacity", py_capacity, METH_O, nullptr},
     {"_physical_id", py_physical_id, METH_O, nullptr},
     {"_memory_stats", py_memory_stats, METH_O, nullptr},

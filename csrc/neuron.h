@@ -79,6 +79,10 @@ void warn_float64(const char* op);
 // the PrivateUse1 slot is free).
 void register_backend();
 
+// Waits until PyTorch's autograd device threads for neuron hold no GraphTask (called at
+// Python exit with the GIL released; see device.cpp).
+void flush_autograd_device_threads();
+
 // Generator state (Philox seed and offset) of `device`'s default generator.
 at::Generator& default_generator(c10::DeviceIndex device);
 // Reserves `numel` elements of Philox counters: returns (seed, offset before the draw).
