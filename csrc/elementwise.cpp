@@ -2,6 +2,7 @@
 // shapes, dtypes and errors; launch_ew hands the iterator's geometry to the runtime's
 // elementwise instruction set (runtime/include/vnc/ew_table.h).
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/ops/add_meta.h>
@@ -140,8 +141,8 @@ void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& 
                const char* name, std::initializer_list<double> extra_scalars = {},
                at::ScalarType compute = at::ScalarType::Undefined) {
   if (compute == at::ScalarType::Undefined) compute = iter.common_dtype();
-  TORCH_CHECK(vnc_elementwise_supports(op, static_cast<int32_t>(compute)), "\"", name,
-              "\" not implemented for '", c10::toString(compute), "'");
+  NEURON_CHECK_SUPPORTED(vnc_elementwise_supports(op, static_cast<int32_t>(compute)), "\"", name,
+                         "\" not implemented for '", c10::toString(compute), "' on neuron");
   record_native(name);
   const int nt = iter.ntensors();
   TORCH_CHECK(nt + static_cast<int>(extra_scalars.size()) <= VNC_ITER_MAX_OPERANDS, name, ": too many operands");
@@ -382,6 +383,8 @@ struct PowScalar {
 struct LerpScalar {
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& w, const at::Tensor&) {
+    NEURON_CHECK_SUPPORTED(!at::isComplexType(op.common_dtype()) && !w.isComplex(),
+                           "lerp of ", op.common_dtype(), " tensors is not natively supported on neuron");
     launch_ew(op, VNC_EW_lerp, no_params(), "aten::lerp", {w.toDouble()});
   }
 };
@@ -458,6 +461,7 @@ at::Tensor& nx_logical_not_(at::Tensor& self) { return nx_logical_not_out(self, 
 
 // abs: real tensors only here (complex abs changes dtype; it stays on the fallback).
 at::Tensor& nx_abs_out(const at::Tensor& self, at::Tensor& out) {
+  NEURON_CHECK_SUPPORTED(self.scalar_type() != at::kBool, "abs of bool tensors is not natively supported on neuron");
   if (self.is_complex()) {  // |z| = hypot(re, im), as std::abs of a complex
     const at::Tensor r = at::view_as_real(self);
     return at::hypot_out(out, r.select(-1, 0), r.select(-1, 1));
@@ -606,7 +610,7 @@ at::Tensor& nx_nan_to_num_out(const at::Tensor& self, std::optional<double> nan,
     out.copy_(self);
     return out;
   }
-  TORCH_CHECK(!self.is_complex(), "nan_to_num of complex tensors is not natively supported on neuron");
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), "nan_to_num of complex tensors is not natively supported on neuron");
   vnc_ew_params p{};
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "nan_to_num", [&] {
     p.f[0] = nan.value_or(0.0);
@@ -637,10 +641,8 @@ at::Tensor nx_pow_scalar_base(const at::Scalar& base, const at::Tensor& exponent
 
 // sgn: sign for real dtypes; complex inputs (z / |z|) take the visible CPU fallback.
 at::Tensor& nx_sgn_out(const at::Tensor& self, at::Tensor& out) {
-  if (!self.is_complex()) return at::sign_out(out, self);
-  std::vector<c10::IValue> stack{self, out};
-  run_cpu_fallback("aten::sgn", "out", stack);
-  return out;
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), "sgn of complex tensors is not natively supported on neuron");
+  return at::sign_out(out, self);
 }
 at::Tensor nx_sgn(const at::Tensor& self) {
   at::Tensor out = at::empty({0}, self.options());
@@ -663,7 +665,7 @@ at::Tensor& nx_sgn_(at::Tensor& self) { return nx_sgn_out(self, self); }
 using T = const at::Tensor&;
 using S = const at::Scalar&;
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
 #define REG_UNARY(name) REG3(#name, #name "_", #name ".out", structured_##name, Plain<VNC_EW_##name>)
   NEURON_UNARY_META(REG_UNARY)
 #undef REG_UNARY

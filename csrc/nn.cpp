@@ -3,6 +3,7 @@
 // tril/triu. ATen's meta functions (where they exist) check
 // arguments and size outputs; the runtime's vnc/nn.h kernels compute.
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
@@ -516,6 +517,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
 // ---------------------------------------------------------------- arange, tril/triu
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  NEURON_CHECK_SUPPORTED(out.scalar_type() != at::kBool && !out.is_complex(), "arange of ", out.scalar_type(),
+                         " is not natively supported on neuron");  // CPU refuses those
   record_native("aten::arange");
   double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
   TORCH_CHECK(st != 0, "step must be nonzero");
@@ -563,11 +566,8 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   // Complex, and integer outputs (ATen truncates double products; float32 would differ at
   // integer boundaries), take the visible CPU fallback.
-  if (out.is_complex() || at::isIntegralType(out.scalar_type(), true)) {
-    std::vector<c10::IValue> stack{start, end, steps, out};
-    run_cpu_fallback("aten::linspace", "out", stack);
-    return out;
-  }
+  NEURON_CHECK_SUPPORTED(!out.is_complex() && !at::isIntegralType(out.scalar_type(), true),
+                         "linspace with a ", out.scalar_type(), " output is not natively supported on neuron");
   record_native("aten::linspace");
   if (out.numel() != steps) at::native::resize_output(out, {steps});
   if (steps == 0) return out;
@@ -638,6 +638,8 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 // native_dropout / its backward, composed from native ops; the mask comes from the neuron
 // Philox generator (bernoulli_), so it follows torch.manual_seed like every neuron RNG op.
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  // CPU draws its mask in the input's dtype, which fails for complex inputs: CPU decides.
+  NEURON_CHECK_SUPPORTED(!input.is_complex(), "dropout of complex tensors is not natively supported on neuron");
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   if ((train.has_value() && !*train) || p == 0 || input.numel() == 0)
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
@@ -656,43 +658,45 @@ at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tens
 
 using T = const at::Tensor&;
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_softmax", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::functional<Softmax<false>>)));
-  m.impl("_softmax.out", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::out<Softmax<false>>)));
-  m.impl("_log_softmax", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::functional<Softmax<true>>)));
-  m.impl("_log_softmax.out", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::out<Softmax<true>>)));
+// Softmax, layer norm, the losses and log_sigmoid run natively for floating dtypes only, as CPU's
+// kernels do; other dtypes go to the CPU fallback (gate.h), which computes or raises as CPU.
+NEURON_LIBRARY_IMPL(m) {
+  m.impl("_softmax", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::functional<Softmax<false>>)), kFloatingDtypes);
+  m.impl("_softmax.out", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::out<Softmax<false>>)), kFloatingDtypes);
+  m.impl("_log_softmax", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::functional<Softmax<true>>)), kFloatingDtypes);
+  m.impl("_log_softmax.out", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::out<Softmax<true>>)), kFloatingDtypes);
   m.impl("_softmax_backward_data",
-         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<false>>)));
+         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<false>>)), kFloatingDtypes);
   m.impl("_softmax_backward_data.out",
-         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<false>>)));
+         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<false>>)), kFloatingDtypes);
   m.impl("_log_softmax_backward_data",
-         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<true>>)));
+         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<true>>)), kFloatingDtypes);
   m.impl("_log_softmax_backward_data.out",
-         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<true>>)));
-  m.impl("native_layer_norm", TORCH_FN(layer_norm));
-  m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward));
-  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
-  m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
-  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
-  m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
-  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward));
-  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
-  m.impl("binary_cross_entropy", TORCH_FN(nx_binary_cross_entropy));
-  m.impl("binary_cross_entropy_backward", TORCH_FN(nx_binary_cross_entropy_backward));
-  m.impl("mse_loss", TORCH_FN(nx_mse_loss));
-  m.impl("mse_loss.out", TORCH_FN(nx_mse_loss_out));
-  m.impl("mse_loss_backward", TORCH_FN(nx_mse_loss_backward));
-  m.impl("mse_loss_backward.grad_input", TORCH_FN(nx_mse_loss_backward_out));
-  m.impl("smooth_l1_loss", TORCH_FN(nx_smooth_l1_loss));
-  m.impl("smooth_l1_loss.out", TORCH_FN(nx_smooth_l1_loss_out));
-  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(nx_smooth_l1_loss_backward_out));
-  m.impl("huber_loss", TORCH_FN(nx_huber_loss));
-  m.impl("huber_loss.out", TORCH_FN(nx_huber_loss_out));
-  m.impl("huber_loss_backward.out", TORCH_FN(nx_huber_loss_backward_out));
-  m.impl("log_sigmoid_forward", TORCH_FN(nx_log_sigmoid_forward));
-  m.impl("log_sigmoid_forward.output", TORCH_FN(nx_log_sigmoid_forward_out));
-  m.impl("log_sigmoid_backward", TORCH_FN(nx_log_sigmoid_backward));
-  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(nx_log_sigmoid_backward_out));
+         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<true>>)), kFloatingDtypes);
+  m.impl("native_layer_norm", TORCH_FN(layer_norm), kFloatingDtypes);
+  m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward), kFloatingDtypes);
+  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward), kFloatingDtypes);
+  m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out), kFloatingDtypes);
+  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward), kFloatingDtypes);
+  m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out), kFloatingDtypes);
+  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward), kFloatingDtypes);
+  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward), kFloatingDtypes);
+  m.impl("binary_cross_entropy", TORCH_FN(nx_binary_cross_entropy), kFloatingDtypes);
+  m.impl("binary_cross_entropy_backward", TORCH_FN(nx_binary_cross_entropy_backward), kFloatingDtypes);
+  m.impl("mse_loss", TORCH_FN(nx_mse_loss), kFloatingDtypes);
+  m.impl("mse_loss.out", TORCH_FN(nx_mse_loss_out), kFloatingDtypes);
+  m.impl("mse_loss_backward", TORCH_FN(nx_mse_loss_backward), kFloatingDtypes);
+  m.impl("mse_loss_backward.grad_input", TORCH_FN(nx_mse_loss_backward_out), kFloatingDtypes);
+  m.impl("smooth_l1_loss", TORCH_FN(nx_smooth_l1_loss), kFloatingDtypes);
+  m.impl("smooth_l1_loss.out", TORCH_FN(nx_smooth_l1_loss_out), kFloatingDtypes);
+  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(nx_smooth_l1_loss_backward_out), kFloatingDtypes);
+  m.impl("huber_loss", TORCH_FN(nx_huber_loss), kFloatingDtypes);
+  m.impl("huber_loss.out", TORCH_FN(nx_huber_loss_out), kFloatingDtypes);
+  m.impl("huber_loss_backward.out", TORCH_FN(nx_huber_loss_backward_out), kFloatingDtypes);
+  m.impl("log_sigmoid_forward", TORCH_FN(nx_log_sigmoid_forward), kFloatingDtypes);
+  m.impl("log_sigmoid_forward.output", TORCH_FN(nx_log_sigmoid_forward_out), kFloatingDtypes);
+  m.impl("log_sigmoid_backward", TORCH_FN(nx_log_sigmoid_backward), kFloatingDtypes);
+  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(nx_log_sigmoid_backward_out), kFloatingDtypes);
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));

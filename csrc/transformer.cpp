@@ -4,6 +4,7 @@
 // _native_multi_head_attention (composed here from native ops) and
 // _transformer_encoder_layer_fwd (ATen's own device-generic composition, which calls the former).
 #include "neuron.h"
+#include "gate.h"
 
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
@@ -180,7 +181,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));
   m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(sdpa_forward));
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(sdpa_backward));

@@ -6,6 +6,7 @@
 // (so errors are PyTorch's own); outputs keep the memory format the meta picks (channels-last
 // in, channels-last out) and the runtime reads and writes every operand at its strides.
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/native/Padding.h>
@@ -42,8 +43,8 @@ vnc_image image_of(const at::Tensor& t) {
 
 void check_dtype(const char* name, const at::Tensor& t, bool allow_int64 = false, bool allow_uint8 = false) {
   const auto st = t.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || (allow_int64 && st == at::kLong) || (allow_uint8 && st == at::kByte),
-                              "\"", name, "\" not implemented for '", c10::toString(st), "'");
+  NEURON_CHECK_SUPPORTED(at::isFloatingType(st) || (allow_int64 && st == at::kLong) || (allow_uint8 && st == at::kByte),
+                         "\"", name, "\" not implemented for '", c10::toString(st), "' on neuron");
 }
 
 // Runs the kernel into `out`, through a dense temporary when `out` overlaps itself (expanded).
@@ -224,15 +225,14 @@ at::Tensor& upsample_nearest2d_backward_out(const at::Tensor& grad_output, c10::
 }
 
 // uint8 bilinear: CPU uses a fixed-point algorithm of its own; the visible fallback runs it.
-bool bilinear_fallback(const at::Tensor& self) { return self.scalar_type() == at::kByte; }
+void check_bilinear_dtype(const at::Tensor& self) {
+  NEURON_CHECK_SUPPORTED(self.scalar_type() != at::kByte, "upsample_bilinear2d of uint8 images (CPU's fixed-point "
+                         "algorithm) is not natively supported on neuron");
+}
 
 at::Tensor upsample_bilinear2d(const at::Tensor& self, c10::SymIntArrayRef size, bool align_corners, OptScale sh,
                                OptScale sw) {
-  if (bilinear_fallback(self)) {
-    std::vector<c10::IValue> stack{self, size, align_corners, sh, sw};
-    run_cpu_fallback("aten::upsample_bilinear2d", "", stack);
-    return stack.back().toTensor();
-  }
+  check_bilinear_dtype(self);
   Structured<at::meta::structured_upsample_bilinear2d> op(Mode::Functional);
   upsample_impl(op, "aten::upsample_bilinear2d", VNC_UPSAMPLE_BILINEAR, self, C10_AS_INTARRAYREF_SLOW(size),
                 align_corners, sh, sw);
@@ -242,11 +242,7 @@ at::Tensor upsample_bilinear2d(const at::Tensor& self, c10::SymIntArrayRef size,
 at::Tensor& upsample_bilinear2d_out(const at::Tensor& self, c10::SymIntArrayRef size, bool align_corners, OptScale sh,
                                     OptScale sw, at::Tensor& out) {
   check_same_device("aten::upsample_bilinear2d", self, {&out});
-  if (bilinear_fallback(self)) {
-    std::vector<c10::IValue> stack{self, size, align_corners, sh, sw, out};
-    run_cpu_fallback("aten::upsample_bilinear2d", "out", stack);
-    return out;
-  }
+  check_bilinear_dtype(self);
   Structured<at::meta::structured_upsample_bilinear2d> op(Mode::Out, {out});
   upsample_impl(op, "aten::upsample_bilinear2d", VNC_UPSAMPLE_BILINEAR, self, C10_AS_INTARRAYREF_SLOW(size),
                 align_corners, sh, sw);
@@ -276,7 +272,7 @@ at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad_output, c10:
 // ---------------------------------------------------------------- padding
 
 void check_pad_dtype(const char* name, const at::Tensor& t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() != at::kBool, "\"", name, "\" not implemented for 'Bool'");
+  NEURON_CHECK_SUPPORTED(t.scalar_type() != at::kBool, "\"", name, "\" not implemented for 'Bool' on neuron");
 }
 
 // ATen's reflection_pad2d_out_template checks (aten/src/ATen/native/ReflectionPad.cpp).
@@ -357,11 +353,7 @@ at::Tensor& pad2d_backward_out(const at::Tensor& grad_output, const at::Tensor& 
   const char* name = MODE == VNC_PAD_REFLECT ? "aten::reflection_pad2d_backward" : "aten::replication_pad2d_backward";
   auto padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
   check_same_device(name, self, {&grad_output, &grad_input});
-  if (at::isComplexType(self.scalar_type())) {  // complex gradients: the visible fallback
-    std::vector<c10::IValue> stack{grad_output, self, padding_sym, grad_input};
-    run_cpu_fallback(name, "grad_input", stack);
-    return grad_input;
-  }
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), name, " of complex tensors is not natively supported on neuron");
   TORCH_CHECK(padding.size() == 4, "padding size is expected to be 4, but got: ", padding.size());
   auto shape = MODE == VNC_PAD_REFLECT ? reflection_shape(self, padding) : [&] {
     std::vector<int64_t> s(self.sizes().begin(), self.sizes().end() - 2);
@@ -519,7 +511,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("avg_pool2d", TORCH_FN(avg_pool2d));
   m.impl("avg_pool2d.out", TORCH_FN(avg_pool2d_out));
   m.impl("avg_pool2d_backward", TORCH_FN(avg_pool2d_backward));

@@ -196,8 +196,13 @@ void vnc_stream_wait_ticket(vnc_stream *s, uint64_t ticket) {
   pthread_mutex_unlock(&s->m);
 }
 
+static _Thread_local uint64_t thread_launches;
+
+uint64_t vnc_thread_launches(void) { return thread_launches; }
+
 vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
                       size_t payload_size, vnc_release_fn release) {
+  thread_launches++;
   if (vnc_in_bad_fork()) {
     if (release) release((void *)payload);
     return vnc_init();
