@@ -67,6 +67,8 @@ demo: .stamp-build
 bench: .stamp-build
 	$(PY) bench/bench_device.py
 	$(PY) bench/bench_kernels.py
+	$(PY) bench/bench_compile.py
+	$(PY) bench/bench_dist.py
 
 clean:
 	rm -rf build .stamp-build $(VENV)/.stamp-deps

@@ -150,6 +150,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   return {y, save_mean, save_invstd};
 }
 
+// The forms AOTAutograd and torch.func produce, as native_batch_norm with or without stats.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                                               const std::optional<at::Tensor>& bias, at::Tensor& running_mean,
+                                                               at::Tensor& running_var, bool training, double momentum,
+                                                               double eps) {
+  return batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_stats(const at::Tensor& input,
+                                                                        const std::optional<at::Tensor>& weight,
+                                                                        const std::optional<at::Tensor>& bias, bool training,
+                                                                        double momentum, double eps) {
+  return batch_norm(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_training(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const at::Tensor& running_mean, const at::Tensor& running_var, double momentum, double eps) {
+  return batch_norm(input, weight, bias, running_mean, running_var, false, momentum, eps);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
@@ -292,6 +311,9 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward));
   m.impl("native_batch_norm", TORCH_FN(batch_norm), kFloatingDtypes);
   m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward), kFloatingDtypes);
+  m.impl("_native_batch_norm_legit", TORCH_FN(batch_norm_legit), kFloatingDtypes);
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batch_norm_legit_no_stats), kFloatingDtypes);
+  m.impl("_native_batch_norm_legit_no_training", TORCH_FN(batch_norm_legit_no_training), kFloatingDtypes);
   m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d), kRealDtypes);
   m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_out), kRealDtypes);
   m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_backward), kFloatingDtypes);

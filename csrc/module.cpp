@@ -8,10 +8,15 @@
 #include "gate.h"
 
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 namespace torch_neuronx {
 void set_strict_fallback(bool on);
 bool strict_fallback();
+bool reduction_geometry(bool sum_like, const at::Tensor& self, const at::Tensor& out, at::IntArrayRef dims,
+                        bool keepdim, vnc_iter* it);
+int add_jit_methods(PyObject* module);
+void init_distributed(PyObject* module);  // distributed.cpp (pybind11: c10d bindings)
 }  // namespace torch_neuronx
 
 namespace {
@@ -324,7 +329,46 @@ PyObject* py_debug_enqueue_failure(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+// Registers the c10d backend class (_NeuronBackend) once torch.distributed is imported.
+PyObject* py_init_distributed(PyObject* module, PyObject*) {
+  HANDLE_TH_ERRORS
+  init_distributed(module);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// _reduction_geometry(sum_like, self, out, dims, keepdim) -> None (eager casts first) or
+// (shape, strides, dtypes): the reduction TensorIterator's geometry (innermost dim first, byte
+// strides per operand, operand 0 the output), for the compiler.
+PyObject* py_reduction_geometry(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  int sum_like, keepdim;
+  PyObject *self, *out, *dims;
+  if (!PyArg_ParseTuple(args, "pOOOp", &sum_like, &self, &out, &dims, &keepdim)) return nullptr;
+  std::vector<int64_t> dv;
+  PyObject* seq = PySequence_Fast(dims, "dims must be a sequence of int");
+  if (!seq) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) dv.push_back(PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i)));
+  Py_DECREF(seq);
+  if (PyErr_Occurred()) return nullptr;
+  vnc_iter it{};
+  if (!reduction_geometry(sum_like, THPVariable_Unpack(self), THPVariable_Unpack(out), dv, keepdim, &it)) Py_RETURN_NONE;
+  PyObject* shape = PyList_New(it.ndim);
+  PyObject* strides = PyList_New(it.nops);
+  PyObject* dtypes = PyList_New(it.nops);
+  for (int d = 0; d < it.ndim; d++) PyList_SET_ITEM(shape, d, PyLong_FromLongLong(it.shape[d]));
+  for (int k = 0; k < it.nops; k++) {
+    PyObject* st = PyList_New(it.ndim);
+    for (int d = 0; d < it.ndim; d++) PyList_SET_ITEM(st, d, PyLong_FromLongLong(it.strides[k][d]));
+    PyList_SET_ITEM(strides, k, st);
+    PyList_SET_ITEM(dtypes, k, PyLong_FromLong(it.dtypes[k]));
+  }
+  return Py_BuildValue("(NNN)", shape, strides, dtypes);
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
+    {"_reduction_geometry", py_reduction_geometry, METH_VARARGS, nullptr},
     {"_register", py_register, METH_NOARGS, "Register hooks, guard, allocator (once)."},
     {"_set_warning_function", py_set_warning_function, METH_O,
      "fn(message, kind) -> bool raises the backend's warnings (kind 0: CPU fallback, 1: float64)."},
@@ -358,10 +402,15 @@ PyMethodDef methods[] = {
     {"_set_tracking_paused", py_set_tracking_paused, METH_O, nullptr},
     {"_set_strict", py_set_strict, METH_O, nullptr},
     {"_debug_enqueue_failure", py_debug_enqueue_failure, METH_VARARGS, nullptr},
+    {"_init_distributed", py_init_distributed, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_neuronx._C", "torch_neuronx native glue", -1, methods};
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit__C(void) {
+  PyObject* m = PyModule_Create(&module_def);
+  if (m && torch_neuronx::add_jit_methods(m) < 0) Py_CLEAR(m);
+  return m;
+}

@@ -6,6 +6,8 @@
 #include "gate.h"
 #include "structured.h"
 
+#include <ATen/OpMathType.h>
+
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
 #include <ATen/ops/_softmax_backward_data_meta.h>
@@ -117,13 +119,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   if (input.scalar_type() == at::kDouble) warn_float64("aten::native_layer_norm");
   at::Tensor x = input.contiguous();
   at::Tensor y = at::empty(input.sizes(), x.options());
-  at::Tensor mean = at::empty(stat_shape(input, shape.size()), x.options());
-  at::Tensor rstd = at::empty(stat_shape(input, shape.size()), x.options());
+  // mean and rstd in the computation dtype (float32 for 16-bit inputs), as PyTorch's meta
+  // function gives for every device but CPU (CUDA does the same): compiled graphs rely on it
+  const auto stat_opts = x.options().dtype(at::toOpMathType(x.scalar_type()));
+  at::Tensor mean = at::empty(stat_shape(input, shape.size()), stat_opts);
+  at::Tensor rstd = at::empty(stat_shape(input, shape.size()), stat_opts);
   at::Tensor wc = w.defined() ? w.contiguous() : w, bc = b.defined() ? b.contiguous() : b;
   c10::DeviceGuard g(input.device());
   auto dt = static_cast<int32_t>(x.scalar_type());
   check(vnc_layer_norm(stream_of(x), "aten::native_layer_norm", M, N, dt, element_ptr(x), wc.defined() ? element_ptr(wc) : nullptr,
-                       bc.defined() ? element_ptr(bc) : nullptr, eps, element_ptr(y), element_ptr(mean), element_ptr(rstd), dt));
+                       bc.defined() ? element_ptr(bc) : nullptr, eps, element_ptr(y), element_ptr(mean), element_ptr(rstd),
+                       static_cast<int32_t>(mean.scalar_type())));
   return {y, mean, rstd};
 }
 
@@ -135,7 +141,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
   auto [M, N] = ln_dims(input, shape);
   const at::Tensor w = weight && weight->defined() ? *weight : at::Tensor();
   const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
-  if ((w.defined() && w.scalar_type() != input.scalar_type()) || mean.scalar_type() != input.scalar_type()) {
+  const bool stats_ok = mean.scalar_type() == input.scalar_type() ||
+                        mean.scalar_type() == at::toOpMathType(input.scalar_type());
+  if ((w.defined() && w.scalar_type() != input.scalar_type()) || !stats_ok || rstd.scalar_type() != mean.scalar_type()) {
     auto [dx, dw, db] = layer_norm_backward(grad_out.to(at::kFloat), input.to(at::kFloat), shape_sym, mean.to(at::kFloat),
                                             rstd.to(at::kFloat), w.defined() ? std::optional<at::Tensor>(w.to(at::kFloat)) : std::nullopt,
                                             b.defined() ? std::optional<at::Tensor>(b.to(at::kFloat)) : std::nullopt, mask);
@@ -152,7 +160,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
   c10::DeviceGuard g(input.device());
   auto dt = static_cast<int32_t>(x.scalar_type());
   check(vnc_layer_norm_backward(stream_of(x), "aten::native_layer_norm_backward", M, N, dt, element_ptr(dy), element_ptr(x),
-                                element_ptr(mc), element_ptr(rc), dt, wc.defined() ? element_ptr(wc) : nullptr,
+                                element_ptr(mc), element_ptr(rc), static_cast<int32_t>(mc.scalar_type()),
+                                wc.defined() ? element_ptr(wc) : nullptr,
                                 dx.defined() ? element_ptr(dx) : nullptr, dw.defined() ? element_ptr(dw) : nullptr,
                                 db.defined() ? element_ptr(db) : nullptr));
   return {dx, dw, db};

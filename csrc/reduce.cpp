@@ -241,6 +241,19 @@ std::tuple<at::Tensor&, at::Tensor&> var_mean_out(const at::Tensor& self, at::Op
 
 }  // namespace
 
+// The geometry eager builds for a reduction of `self` into `out` (meta tensors will do): the
+// compiler hands the same geometry to vnc_reduce, so compiled sums follow eager's order.
+// `sum_like`: sum/mean/prod (read dtype as SumLike), else the input's dtype (amax/amin).
+// Returns false when eager would first cast the input (the compiler then does not lower it).
+bool reduction_geometry(bool sum_like, const at::Tensor& self, const at::Tensor& out, at::IntArrayRef dims,
+                        bool keepdim, vnc_iter* it) {
+  const at::ScalarType read = sum_like ? SumLike<VNC_RED_SUM>::read_dtype(self, out) : self.scalar_type();
+  if (read != self.scalar_type() || self.is_complex() || out.is_complex()) return false;
+  auto iter = at::meta::make_reduction(self, out, dims, keepdim, read);
+  *it = iter_geometry(iter);
+  return true;
+}
+
 #define REG2(FN, OUT, META, IMPL, ...)                                                        \
   m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \
   m.impl(OUT, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::out<IMPL>)));

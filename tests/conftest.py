@@ -1,15 +1,23 @@
 """Shared helpers: a subprocess runner for behaviour that is per-process (autoload, env
 vars, one-time warnings, fork) and bitwise comparison against CPU PyTorch."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
 
 import pytest
-import torch
 
-import torch_neuronx  # noqa: F401  (explicit, so the suite also runs with autoload off)
+# Compiled graphs go to a fresh temporary cache, never the user's (~/.cache/torch_neuronx).
+_CACHE = tempfile.mkdtemp(prefix="torch_neuronx_test_jit_")
+os.environ["TORCH_NEURONX_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
+
+import torch  # noqa: E402
+
+import torch_neuronx  # noqa: F401,E402  (explicit, so the suite also runs with autoload off)
 
 
 # Ops with only a CPU kernel: on neuron they always take the CPU fallback, whatever native

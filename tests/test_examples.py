@@ -45,13 +45,21 @@ def test_missing_corpus_says_how_to_install_it(tmp_path, capsys):
     assert rc == 2 and "apt-get install jargon-text" in err and "--corpus PATH" in err
 
 
-def test_compile_flag_is_refused_clearly_until_the_backend_exists(tmp_path, capsys):
+def test_compile_flag_trains_like_eager(tmp_path, jargon):
+    """--compile: torch.compile(backend="neuron"); the summary keeps compile and step time apart
+    and the losses equal eager's (the compiled graphs compute eager's bits)."""
     import torch._dynamo
 
-    if "neuron" in torch._dynamo.list_backends():
-        pytest.skip("the neuron torch.compile backend is registered")
-    rc = train_gpt.main(["--compile", "--runs-dir", str(tmp_path), "--steps", "1"])
-    assert rc == 2 and 'backend "neuron" is not available' in capsys.readouterr().err
+    torch._dynamo.reset()
+    common = [*TINY, "--steps", "12", "--eval-every", "6", "--sample-chars", "0", "--runs-dir", str(tmp_path)]
+    assert train_gpt.main([*common, "--run-name", "eager"]) == 0
+    assert train_gpt.main([*common, "--run-name", "compiled", "--compile"]) == 0
+    eager, comp = (json.load(open(tmp_path / n / "summary.json")) for n in ("eager", "compiled"))
+    assert comp["compile"] is True and comp["compile_time_s"] > 0 and comp["step_time_ms"] > 0
+    assert eager["compile_time_s"] is None
+    assert abs(comp["final_val_loss"] - eager["final_val_loss"]) <= 0.01 * eager["final_val_loss"]
+    assert comp["history"]["train_loss"] == eager["history"]["train_loss"]
+    assert comp["training_fallback_ops"] == []
 
 
 def test_train_gpt_learns_and_writes_the_run(tmp_path, jargon):

@@ -66,6 +66,9 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_storage=True, unsupported_dtype=None
     )
     _install_print_hook()
+    from . import distributed as _distributed  # the torch.distributed backend "neuron"
+
+    _distributed._register_backend()
     _registered = True
 
 
@@ -139,3 +142,19 @@ def set_strict_fallback(enabled: bool) -> bool:
     """Turn strict mode on or off (env ``TORCH_NEURONX_STRICT=1`` sets it at start): each CPU
     fallback then raises ``NotImplementedError`` naming the op. Returns the previous mode."""
     return _C._set_strict(bool(enabled))
+
+
+def get_dynamo_metrics() -> list[dict]:
+    """One record per graph compiled by ``torch.compile(backend="neuron")``, in order: graph id
+    and name (``{model}_{aot_id}_{graph_type}_{nth}``), node count, fused kernels, ops run
+    through eager kernels, timings in µs, cache hit (see docs/compile.md)."""
+    from .compiler import get_dynamo_metrics as get
+
+    return get()
+
+
+def reset_dynamo_metrics() -> None:
+    """Forget the records of :func:`get_dynamo_metrics`."""
+    from .compiler import reset_dynamo_metrics as reset
+
+    reset()

@@ -87,6 +87,12 @@ def __getattr__(name: str):
     # module has a true `_initialized` (the flag torch.cuda keeps).
     if name == "_initialized":
         return is_initialized()
+    # Inductor asks a PrivateUse1 device module for its code generators: it gets a refusal
+    # that tells the user to compile with backend="neuron" (torch_neuronx/compiler/inductor.py).
+    if name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
+        from .compiler.inductor import refusal
+
+        return refusal()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

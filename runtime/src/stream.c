@@ -24,6 +24,7 @@ struct vnc_stream {
   uint64_t enqueued, completed;
   int worker_waiting, waiters;
   atomic_uint_fast64_t posted; /* launches so far, readable without the lock (worker's spin) */
+  vnc_hold *held; /* a hold taken while the stream was idle: the worker waits, not at a task */
   vnc_status err;
   char err_msg[1024];
 };
@@ -42,6 +43,57 @@ static vnc_stream streams[VNC_MAX_DEVICES][VNC_STREAM_POOL_SIZE + 1];
 static atomic_uint pool_cursor[VNC_MAX_DEVICES];
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local vnc_stream *current_streams[VNC_MAX_DEVICES];
+/* The stream whose task this thread is running (NULL outside tasks). A launch onto that
+ * stream from inside its own task runs inline: the task is the stream's current work, so
+ * running the inner work now keeps the stream's order (compiled graphs call kernels so). */
+static _Thread_local vnc_stream *running_stream;
+
+/* Runs a task body on the calling thread as work of `s`. */
+static vnc_status run_as(vnc_stream *s, vnc_task_fn fn, void *payload) {
+  vnc_stream *outer = running_stream;
+  running_stream = s;
+  vnc_status st = fn(payload);
+  running_stream = outer;
+  return st;
+}
+
+/* A hold (vnc_stream_hold) is a task whose body is never called: the worker stops at it until
+ * vnc_hold_release. Fields are guarded by the stream's mutex. */
+struct vnc_hold {
+  vnc_stream *stream;
+  int released, parked, completed; /* parked: the worker waits at it */
+  vnc_status st;
+  char op[64];
+  char msg[900]; /* fits err_msg with the op prefix */
+};
+
+static vnc_status hold_task(void *payload) {
+  (void)payload;
+  return VNC_OK;
+}
+
+/* Finishes a hold's task (stream mutex held): sticky error, completion count, waiters. */
+static void complete_hold(vnc_stream *s, vnc_hold *h) {
+  if (h->st != VNC_OK && s->err == VNC_OK) {
+    s->err = h->st;
+    snprintf(s->err_msg, sizeof s->err_msg, "%s: %s", h->op, h->msg);
+  }
+  h->completed = 1;
+  s->completed++;
+  if (s->waiters) pthread_cond_broadcast(&s->done_cv);
+}
+
+/* The worker at a hold (stream mutex held): waits for the release unless it came first. */
+static void run_hold(vnc_stream *s, task *t) {
+  vnc_hold *h = *(vnc_hold **)(void *)t->payload;
+  while (!h->released) {
+    h->parked = 1;
+    pthread_cond_wait(&s->work_cv, &s->m);
+  }
+  if (!h->completed) complete_hold(s, h);
+  free(h);
+  free(t);
+}
 
 /* An idle worker polls for up to SPIN_NS before it sleeps: back-to-back small launches then
  * cost no futex wake-up (the adaptive wait of a mutex); beyond that it blocks. */
@@ -62,7 +114,7 @@ static void *worker_main(void *arg) {
       }
       pthread_mutex_lock(&s->m);
     }
-    while (s->head == NULL) {
+    while (s->head == NULL || s->held) {
       s->worker_waiting = 1;
       pthread_cond_wait(&s->work_cv, &s->m);
     }
@@ -70,9 +122,13 @@ static void *worker_main(void *arg) {
     task *t = s->head;
     s->head = t->next;
     if (!s->head) s->tail = NULL;
+    if (t->fn == hold_task) {
+      run_hold(s, t);
+      continue;
+    }
     int drop = !t->always_run && s->err != VNC_OK;
     pthread_mutex_unlock(&s->m);
-    vnc_status st = drop ? VNC_OK : t->fn(t->payload);
+    vnc_status st = drop ? VNC_OK : run_as(s, t->fn, t->payload);
     if (t->release) t->release(t->payload);
     pthread_mutex_lock(&s->m);
     if (st != VNC_OK && s->err == VNC_OK) {
@@ -207,13 +263,16 @@ vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void 
     if (release) release((void *)payload);
     return vnc_init();
   }
-  if (!vnc_launch_blocking()) return enqueue(s, op, fn, payload, payload_size, release, 0, NULL);
-  /* Synchronous mode: run after everything queued before, on this thread. */
-  vnc_stream_wait_ticket(s, vnc_stream_enqueued(s));
-  pthread_mutex_lock(&s->m);
-  int sticky = s->err != VNC_OK;
-  pthread_mutex_unlock(&s->m);
-  vnc_status st = sticky ? VNC_OK : fn((void *)payload);
+  const int inline_run = running_stream == s;
+  if (!inline_run && !vnc_launch_blocking()) return enqueue(s, op, fn, payload, payload_size, release, 0, NULL);
+  int sticky = 0;
+  if (!inline_run) { /* synchronous mode: run after everything queued before, on this thread */
+    vnc_stream_wait_ticket(s, vnc_stream_enqueued(s));
+    pthread_mutex_lock(&s->m);
+    sticky = s->err != VNC_OK;
+    pthread_mutex_unlock(&s->m);
+  }
+  vnc_status st = sticky ? VNC_OK : run_as(s, fn, (void *)payload);
   if (release) release((void *)payload);
   if (st != VNC_OK) {
     char msg[1024];
@@ -285,6 +344,46 @@ void vnc_device_drain(int device) {
     vnc_stream *s = &streams[device][i];
     if (atomic_load(&s->started)) vnc_stream_wait_ticket(s, vnc_stream_enqueued(s));
   }
+}
+
+vnc_status vnc_stream_hold(vnc_stream *s, const char *op, vnc_hold **out) {
+  vnc_hold *h = calloc(1, sizeof *h);
+  if (!h) return vnc_set_error(VNC_ERR_INTERNAL, "%s: out of host memory for a hold", op ? op : "hold");
+  h->stream = s;
+  snprintf(h->op, sizeof h->op, "%s", op ? op : "hold");
+  pthread_mutex_lock(&s->m);
+  if (s->head == NULL && s->held == NULL && s->completed == s->enqueued) {
+    /* Idle stream: the hold is its current work at once, without waking the worker. */
+    s->held = h;
+    h->parked = 1;
+    s->enqueued++; /* `posted` stays: the worker has nothing to pop */
+    pthread_mutex_unlock(&s->m);
+    *out = h;
+    return VNC_OK;
+  }
+  pthread_mutex_unlock(&s->m);
+  /* always_run: a hold behind a failed task still orders what follows it */
+  vnc_status st = enqueue(s, op, hold_task, &h, sizeof h, NULL, 1, NULL);
+  if (st != VNC_OK) {
+    free(h);
+    return st;
+  }
+  *out = h;
+  return VNC_OK;
+}
+
+void vnc_hold_release(vnc_hold *h, vnc_status st, const char *msg) {
+  vnc_stream *s = h->stream;
+  pthread_mutex_lock(&s->m);
+  h->st = st;
+  snprintf(h->msg, sizeof h->msg, "%s", msg ? msg : "");
+  h->released = 1;
+  if (h->parked) complete_hold(s, h); /* the stream stands at the hold: its waiters wake now */
+  const int idle_hold = s->held == h; /* taken on an idle stream: no task to free it */
+  if (idle_hold) s->held = NULL;
+  pthread_cond_broadcast(&s->work_cv);
+  pthread_mutex_unlock(&s->m);
+  if (idle_hold) free(h);
 }
 
 /* ---- events ---- */

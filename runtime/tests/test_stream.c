@@ -1,4 +1,5 @@
 /* Streams: asynchrony, ordering, events across streams, sticky errors; the thread pool. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 #include "check.h"
@@ -42,6 +43,19 @@ static atomic_int released;
 static void count_release(void *p) {
   (void)p;
   atomic_fetch_add(&released, 1);
+}
+
+typedef struct {
+  vnc_hold *h;
+  int delay_ms;
+  vnc_status st;
+} release_args;
+
+static void *release_later(void *p) {
+  release_args *a = p;
+  sleep_ms(a->delay_ms);
+  vnc_hold_release(a->h, a->st, a->st == VNC_OK ? "" : "peer closed the connection");
+  return NULL;
 }
 
 static void sum_range(void *ctx, int64_t b, int64_t e) {
@@ -138,6 +152,54 @@ int main(void) {
   CHECK(vnc_device_synchronize(0) == VNC_ERR_KERNEL);
   CHECK(strstr(vnc_last_error(), "aten::index_select") != NULL);
   CHECK_OK(vnc_device_synchronize(0));
+
+  /* Holds: work behind a hold waits for its release from another thread. Three cases: the
+   * release comes before the worker reaches the hold, after it (the worker waits at it), and a
+   * hold taken on an idle stream (no task: the releasing thread completes it). */
+  for (int mode = 0; mode < 3; mode++) {
+    atomic_int pos5 = 0;
+    int log5[4];
+    vnc_hold *h;
+    append_args first = {log5, &pos5, 1, mode == 0 ? 30 : 0}, second = {log5, &pos5, 2, 0};
+    if (mode == 2) {
+      CHECK_OK(vnc_stream_synchronize(s0));
+      CHECK_OK(vnc_stream_hold(s0, "c10d::allreduce_", &h));
+      CHECK_OK(vnc_launch(s0, "before", append, &first, sizeof first, NULL));
+    } else {
+      CHECK_OK(vnc_launch(s0, "before", append, &first, sizeof first, NULL));
+      CHECK_OK(vnc_stream_hold(s0, "c10d::allreduce_", &h));
+    }
+    CHECK_OK(vnc_launch(s0, "after", append, &second, sizeof second, NULL));
+    release_args ra = {h, 40, VNC_OK};
+    pthread_t th;
+    if (mode == 0) {
+      vnc_hold_release(h, VNC_OK, NULL);
+    } else {
+      CHECK(pthread_create(&th, NULL, release_later, &ra) == 0);
+      sleep_ms(10);
+      CHECK(atomic_load(&pos5) == (mode == 1 ? 1 : 0)); /* stopped at the hold */
+      CHECK(!vnc_stream_query(s0));
+    }
+    CHECK_OK(vnc_stream_synchronize(s0));
+    CHECK(atomic_load(&pos5) == 2 && log5[0] == 1 && log5[1] == 2);
+    if (mode) pthread_join(th, NULL);
+  }
+  {
+    vnc_hold *h;
+    atomic_int pos6 = 0;
+    int log6[2];
+    append_args next = {log6, &pos6, 1, 0};
+    CHECK_OK(vnc_stream_hold(s0, "c10d::broadcast_", &h));
+    CHECK_OK(vnc_launch(s0, "dropped", append, &next, sizeof next, NULL));
+    release_args ra = {h, 20, VNC_ERR_KERNEL};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, release_later, &ra) == 0);
+    CHECK(vnc_stream_synchronize(s0) == VNC_ERR_KERNEL);
+    CHECK(strstr(vnc_last_error(), "c10d::broadcast_: peer closed the connection") != NULL);
+    CHECK(atomic_load(&pos6) == 0); /* behind the failed hold: dropped */
+    pthread_join(th, NULL);
+    CHECK_OK(vnc_stream_synchronize(s0));
+  }
 
   /* Back-pressure: more launches than the queue holds complete in order. */
   atomic_int pos4 = 0;

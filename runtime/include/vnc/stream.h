@@ -29,6 +29,7 @@ extern "C" {
 
 typedef struct vnc_stream vnc_stream;
 typedef struct vnc_event vnc_event;
+typedef struct vnc_hold vnc_hold;
 
 /* A task: runs on the stream's worker. On failure it returns non-VNC_OK after
  * vnc_set_error(); the message becomes the stream's sticky error, prefixed by the op. */
@@ -69,6 +70,15 @@ uint64_t vnc_stream_enqueued(vnc_stream *s);
 uint64_t vnc_stream_completed(vnc_stream *s);
 /* Blocks until the stream has finished `ticket` tasks. */
 void vnc_stream_wait_ticket(vnc_stream *s, uint64_t ticket);
+
+/* Holds: a point of a stream completed by another thread (the role of CUDA's stream wait on a
+ * host-written value). Work enqueued on `s` after vnc_stream_hold runs after
+ * vnc_hold_release(h, ...); synchronizing `s` waits for the release. When the stream has
+ * reached the hold, the releasing thread completes it and wakes the stream's waiters itself
+ * (no hand-off through the worker). A release with st != VNC_OK sets the stream's sticky error
+ * "<op>: <msg>". Release every hold exactly once; `h` is invalid afterwards. */
+vnc_status vnc_stream_hold(vnc_stream *s, const char *op, vnc_hold **out);
+void vnc_hold_release(vnc_hold *h, vnc_status st, const char *msg);
 
 /* Events. A never-recorded event counts as complete. */
 vnc_status vnc_event_create(int enable_timing, vnc_event **out);

@@ -1,0 +1,556 @@
+"""torch.compile(backend="neuron"): registration, compiled vs eager (bitwise where the
+computation is the same), training steps of real models, recompiles, graph breaks, failures and
+fallback execution, RNG reproducibility, the on-disk cache across processes, and random
+pointwise/reduction graphs (hypothesis). Every test asserts from the metrics that the graph was
+compiled (fused kernels, no eager fallback), so a backend that silently ran eagerly would fail.
+
+The compile cache is a fresh temporary directory (conftest sets TORCH_NEURONX_CACHE_DIR)."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
+
+import torch_neuronx
+from torch_neuronx.compiler import get_dynamo_metrics, reset_dynamo_metrics
+from torch_neuronx.examples.gpt import TinyGPT
+
+from conftest import CPU_ONLY, assert_bitwise_equal, run_py  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    reset_dynamo_metrics()
+    torch_neuronx.clear_op_tracking()
+    yield
+    torch.neuron.synchronize()
+
+
+def compiled_records():
+    recs = get_dynamo_metrics()
+    assert recs, "no graph reached the neuron compiler"
+    return recs
+
+
+def assert_compiled(min_fused=1, allow_eager=()):
+    """Every graph was compiled (not run eagerly), with fused kernels, and ran no eager op
+    outside `allow_eager`."""
+    recs = [r for r in compiled_records() if r["reason"] != "no neuron tensors"]  # CPU-only graphs
+    for r in recs:
+        assert not r["fallback"], r
+        assert set(r["eager_ops"]) <= set(allow_eager), r["eager_ops"]
+    assert sum(r["fused_kernel_count"] for r in recs) >= min_fused, recs
+    return recs
+
+
+# ---------------------------------------------------------------- registration
+
+
+def test_backend_registered_and_stable():
+    from importlib.metadata import entry_points
+
+    from torch._dynamo.backends.registry import lookup_backend
+
+    assert "neuron" in torch._dynamo.list_backends()
+    names = [ep.name for ep in entry_points(group="torch_dynamo_backends")]
+    assert "neuron" in names
+    assert lookup_backend("neuron") is lookup_backend("neuron") is torch_neuronx.compiler.neuron_backend
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    iface = get_interface_for_device("neuron")
+    assert iface.device_count() == torch.neuron.device_count()
+    assert iface.current_device() == torch.neuron.current_device()
+
+
+def test_same_function_compiled_once(neuron):
+    def f(x):
+        return torch.sigmoid(x) * 3 - 1
+
+    cf = torch.compile(f, backend="neuron")
+    x = torch.randn(32, 16, device=neuron)
+    for _ in range(3):
+        assert_bitwise_equal(cf(x), f(x))
+    assert len(compiled_records()) == 1
+    assert_compiled()
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_inductor_on_neuron_says_what_to_do(neuron):
+    f = torch.compile(lambda x: x.sin() + 1)
+    with pytest.raises(Exception, match='backend="neuron"'):
+        f(torch.randn(4, device=neuron))
+    # Inductor still compiles CPU graphs in the same process
+    g = torch.compile(lambda x: x.cos() * 2)
+    x = torch.randn(8)
+    torch.testing.assert_close(g(x), x.cos() * 2)
+
+
+def test_set_default_backend(neuron):
+    prev = torch.compiler.get_default_backend()
+    torch.compiler.set_default_backend("neuron")
+    try:
+        f = torch.compile(lambda x: torch.tanh(x) + x)
+        x = torch.randn(64, device=neuron)
+        assert_bitwise_equal(f(x), torch.tanh(x) + x)
+        assert_compiled()
+    finally:
+        torch.compiler.set_default_backend(prev)
+
+
+# ---------------------------------------------------------------- numerics
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32])
+def test_elementwise_chain_bitwise(neuron, dtype):
+    def f(x, y):
+        if dtype.is_floating_point:
+            a = torch.nn.functional.gelu(x * 0.5 + y) - torch.sigmoid(y) / (x.abs() + 1)
+            return a, torch.where(x > y, a, y).exp2(), (x - y).relu().sum(dim=-1)
+        a = (x * 3 + y) // 2 - y.abs()
+        return a, torch.maximum(a, x), (x ^ y).sum(dim=0)
+
+    g = torch.Generator().manual_seed(0)
+    if dtype.is_floating_point:
+        xs = [torch.randn(37, 53, generator=g).to(dtype) for _ in range(2)]
+    else:
+        xs = [torch.randint(-100, 100, (37, 53), generator=g, dtype=dtype) for _ in range(2)]
+    x, y = (t.to(neuron) for t in xs)
+    cf = torch.compile(f, backend="neuron")
+    for got, want in zip(cf(x, y), f(x, y)):
+        assert_bitwise_equal(got, want)
+    assert_compiled()
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_views_broadcast_and_strided_inputs(neuron):
+    def f(x, b):
+        y = x.transpose(0, 1)[::2] * b  # strided view, broadcast row
+        z = y.reshape(-1, 4).permute(1, 0) + 1
+        return z, y.amax(dim=1, keepdim=True), x[:, 1:5].mean()
+
+    x = torch.randn(12, 8, device=neuron)[:, ::1].t().contiguous().t()  # column-major input
+    b = torch.randn(12, device=neuron)
+    cf = torch.compile(f, backend="neuron")
+    for got, want in zip(cf(x, b), f(x, b)):
+        assert_bitwise_equal(got, want)
+    assert_compiled()
+
+
+def _train(model, steps, data, compile_model):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    fn = torch.compile(model, backend="neuron") if compile_model else model
+    losses = []
+    for x, y in data[:steps]:
+        loss = fn(x, y) if isinstance(model, TinyGPT) else F.cross_entropy(fn(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.detach())
+    return torch.stack(losses).cpu(), [p.detach().cpu() for p in model.parameters()]
+
+
+def _compare_training(make, data, steps=10, allow_eager=(), exact=True):
+    torch.manual_seed(0)
+    eager_model = make()
+    compiled_model = make()
+    compiled_model.load_state_dict(eager_model.state_dict())
+    le, pe = _train(eager_model.to("neuron"), steps, data, False)
+    lc, pc = _train(compiled_model.to("neuron"), steps, data, True)
+    recs = assert_compiled(allow_eager=allow_eager)
+    assert {r["graph_type"] for r in recs} >= {"forward", "backward"}
+    if exact:
+        assert torch.equal(le, lc), (le, lc)
+        for a, b in zip(pe, pc):
+            assert_bitwise_equal(b, a)
+    else:
+        torch.testing.assert_close(lc, le, rtol=1e-5, atol=1e-6)
+        for a, b in zip(pe, pc):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_mlp_training_matches_eager():
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(32, 20, generator=g).to("neuron"), torch.randint(0, 5, (32,), generator=g).to("neuron"))
+            for _ in range(10)]
+    make = lambda: torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.GELU(), torch.nn.Linear(64, 64),  # noqa: E731
+                                       torch.nn.SiLU(), torch.nn.Linear(64, 5))
+    _compare_training(make, data)
+
+
+def test_gpt_training_matches_eager():
+    g = torch.Generator().manual_seed(2)
+    data = []
+    for _ in range(10):
+        idx = torch.randint(0, 96, (8, 33), generator=g).to("neuron")
+        data.append((idx[:, :-1], idx[:, 1:]))
+    _compare_training(lambda: TinyGPT(96, 64, 2, 4, 32), data)
+
+
+def test_cnn_training_matches_eager():
+    g = torch.Generator().manual_seed(3)
+    data = [(torch.randn(8, 3, 16, 16, generator=g).to("neuron"), torch.randint(0, 4, (8,), generator=g).to("neuron"))
+            for _ in range(10)]
+
+    def make():
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                   torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 8, 3), torch.nn.ReLU(),
+                                   torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4))
+
+    torch.manual_seed(0)
+    a, b = make(), make()
+    b.load_state_dict(a.state_dict())
+    le, pe = _train(a.to("neuron"), 10, data, False)
+    lc, pc = _train(b.to("neuron"), 10, data, True)
+    assert_compiled(allow_eager={"aten::convolution", "aten::convolution_backward",
+                                 "aten::_native_batch_norm_legit_functional", "aten::native_batch_norm_backward",
+                                 "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
+                                 "aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d_backward"})
+    assert torch.equal(le, lc)
+    for x, y in zip(pe, pc):
+        assert_bitwise_equal(y, x)
+    # BatchNorm running statistics (buffers mutated inside the graph) were written back
+    assert_bitwise_equal(b[1].running_mean, a[1].running_mean)
+    assert_bitwise_equal(b[1].running_var, a[1].running_var)
+    assert int(b[1].num_batches_tracked) == 10
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+@pytest.mark.parametrize("opt_cls,kw", [(torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1)),
+                                        (torch.optim.SGD, dict(lr=1e-2, momentum=0.9))])
+def test_compiled_optimizer_step(opt_cls, kw):
+    """torch.compile(optimizer.step): the foreach ops fuse into one loop per parameter, which
+    writes the new values straight into the parameters and state (input mutations). PyTorch's
+    optimizers take other code paths when compiled (lerp as addcmul, ...), so the comparison
+    with eager allows float32 rounding."""
+    def make():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)).to("neuron")
+        return m, opt_cls(m.parameters(), **kw)
+
+    (m1, o1), (m2, o2) = make(), make()
+    params2 = list(m2.parameters())
+    step2 = torch.compile(o2.step, backend="neuron")
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        x = torch.randn(8, 16, generator=g).to("neuron")
+        for m, o, st in ((m1, o1, o1.step), (m2, o2, step2)):
+            m(x).square().sum().backward()
+            st()
+            o.zero_grad()
+    assert all(a is b for a, b in zip(params2, m2.parameters()))  # updated in place
+    for a, b in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    for sa, sb in zip(o1.state.values(), o2.state.values()):
+        for k in sa:
+            # (moments of tiny magnitude: compared relative to the tensor's scale; Inductor's
+            # compiled step differs from eager by as much on CPU)
+            a, b = torch.as_tensor(sa[k]).float().cpu(), torch.as_tensor(sb[k]).float().cpu()
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5 * max(a.abs().max().item(), 1e-12))
+    recs = assert_compiled()
+    assert all(r["segment_count"] == 1 for r in recs)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_transformer_encoder_layer(neuron):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).to(neuron)
+    x = torch.randn(4, 10, 32, device=neuron, requires_grad=True)
+    cl = torch.compile(layer, backend="neuron")
+    want = layer(x)
+    got = cl(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    gw = torch.autograd.grad(want.square().sum(), [x] + list(layer.parameters()))
+    gc = torch.autograd.grad(got.square().sum(), [x] + list(layer.parameters()))
+    for a, b in zip(gw, gc):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    assert_compiled()
+
+
+# ---------------------------------------------------------------- behaviour users rely on
+
+
+def test_new_shape_recompiles(neuron):
+    f = torch.compile(lambda x: (x * 2).softmax(-1), backend="neuron", dynamic=False)
+    for n in (8, 16, 8):
+        x = torch.randn(4, n, device=neuron)
+        assert_bitwise_equal(f(x), (x * 2).softmax(-1))
+    assert len(compiled_records()) == 2
+    assert_compiled()
+
+
+def test_symbolic_shapes_are_specialised_per_size(neuron):
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w).sum(-1) * x.shape[0]
+
+    w = torch.randn(16, 8, device=neuron)
+    for dynamic in (True, None):  # symbolic from the start; automatic after a shape change
+        torch._dynamo.reset()
+        reset_dynamo_metrics()
+        cf = torch.compile(f, backend="neuron", dynamic=dynamic)
+        for n in (4, 6, 9, 6, 13):
+            x = torch.randn(n, 16, device=neuron)
+            assert_bitwise_equal(cf(x, w), f(x, w))
+        recs = get_dynamo_metrics()
+        assert any("symbolic" in r["reason"] for r in recs), recs
+        specialised = [r for r in recs if re.search(r"_s\d+$", r["graph_name"])]
+        assert specialised and all(r["fused_kernel_count"] >= 1 and not r["fallback"] for r in specialised)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_graph_breaks(neuron):
+    def f(x):
+        y = torch.relu(x) * 2
+        s = y.sum().item()  # graph break
+        print("", end="")  # graph break
+        return y / (s + 1)
+
+    cf = torch.compile(f, backend="neuron")
+    for _ in range(5):
+        x = torch.randn(64, device=neuron)
+        assert_bitwise_equal(cf(x), f(x))
+    assert len(compiled_records()) >= 2
+    assert_compiled()
+
+    def g(x):
+        y = x * 2
+        torch._dynamo.graph_break()
+        return y + 1
+
+    with pytest.raises(Exception, match="graph_break|Graph break|graph break"):
+        torch.compile(g, backend="neuron", fullgraph=True)(torch.randn(64, device=neuron))
+
+
+# An op Dynamo can trace (it has a fake kernel) that eager would only run through the CPU
+# fallback (it has a CPU kernel alone).
+TRACEABLE_CPU_ONLY = torch.library.Library("neuron_ctest", "DEF")
+TRACEABLE_CPU_ONLY.define("triple(Tensor x) -> Tensor")
+TRACEABLE_CPU_ONLY.impl("triple", lambda x: x * 3, "CPU")
+torch.library.register_fake("neuron_ctest::triple")(lambda x: torch.empty_like(x))
+
+
+def test_unsupported_op_fails_by_default_and_falls_back_on_request(neuron):
+    def f(x):
+        return torch.ops.neuron_ctest.triple(x + 1) * 3
+
+    x = torch.randn(16, device=neuron)
+    with pytest.raises(Exception) as err:
+        torch.compile(f, backend="neuron")(x)
+    msg = str(err.value)
+    assert "neuron_ctest::triple" in msg and "test_compile.py" in msg and "fallback_execution" in msg
+    torch._dynamo.reset()
+    cf = torch.compile(f, backend="neuron", options={"fallback_execution": True})
+    with pytest.warns(UserWarning, match="neuron_ctest::triple"):
+        got = cf(x)
+    assert_bitwise_equal(got, f(x))
+    assert any(r["fallback"] for r in get_dynamo_metrics())
+
+
+def test_fallback_env_variable():
+    proc = run_py("""
+        import os, torch, torch_neuronx
+        from torch_neuronx.compiler import get_dynamo_metrics
+        _lib = torch.library.Library("neuron_test2", "DEF")
+        _lib.define("scale(Tensor x, float s) -> Tensor")
+        _lib.impl("scale", lambda x, s: x * s, "CPU")
+        torch.library.register_fake("neuron_test2::scale")(lambda x, s: torch.empty_like(x))
+        f = torch.compile(lambda x: torch.ops.neuron_test2.scale(x, 2.0) + 1, backend="neuron")
+        x = torch.randn(8, device="neuron")
+        assert torch.equal(f(x).cpu(), x.cpu() * 2 + 1)
+        assert get_dynamo_metrics()[0]["fallback"]
+        print("OK")
+    """, env={"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "0"})
+    assert "OK" in proc.stdout
+
+
+def test_mode_and_options(neuron):
+    with pytest.warns(UserWarning, match="Neuron backend does not support mode='max-autotune'"):
+        f = torch.compile(lambda x: x + 1, backend="neuron", mode="max-autotune")
+        f(torch.ones(4, device=neuron))
+    torch._dynamo.reset()
+    g = torch.compile(lambda x: x * 5, backend="neuron", options={"model_name": "tiny"})
+    g(torch.ones(4, device=neuron))
+    assert get_dynamo_metrics()[-1]["graph_name"].startswith("tiny_")
+    with pytest.raises(Exception, match="unknown option"):
+        torch._dynamo.reset()
+        torch.compile(lambda x: x - 1, backend="neuron", options={"no_such_option": 1})(torch.ones(4, device=neuron))
+
+
+def test_dropout_reproducible_and_equal_to_eager(neuron):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                                torch.nn.Linear(32, 4)).to(neuron)
+    x = torch.randn(8, 16, device=neuron)
+    cm = torch.compile(model, backend="neuron")
+    outs = []
+    for fn in (model, cm, cm):
+        torch.manual_seed(123)
+        outs.append(fn(x).detach())
+    assert_bitwise_equal(outs[1], outs[0])
+    assert_bitwise_equal(outs[2], outs[0])
+    torch.manual_seed(124)
+    assert not torch.equal(cm(x).detach().cpu(), outs[0].cpu())
+    assert_compiled(allow_eager={"aten::native_dropout"})
+
+
+def test_autocast_region_compiles(neuron):
+    lin = torch.nn.Linear(16, 16).to(neuron)
+
+    def f(x):
+        with torch.autocast("neuron", dtype=torch.bfloat16):
+            return torch.relu(lin(x)) + 1
+
+    x = torch.randn(8, 16, device=neuron)
+    got = torch.compile(f, backend="neuron")(x)
+    want = f(x)
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert_bitwise_equal(got, want)
+    assert_compiled()
+
+
+def test_cpu_inputs(neuron):
+    def f(x, s):
+        return x * s
+
+    x = torch.randn(8, device=neuron)
+    s = torch.tensor(3.0)
+    got = torch.compile(f, backend="neuron")(x, s)
+    assert_bitwise_equal(got, f(x, s))
+    proc = run_py("""
+        import torch, torch_neuronx
+        f = torch.compile(lambda x, s: x * s, backend="neuron")
+        try:
+            f(torch.randn(8, device="neuron"), torch.tensor(3.0))
+        except Exception as e:
+            print("ERR", e)
+    """, env={"TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY": "1"})
+    assert "Input tensor at index 1 is on cpu device" in proc.stdout
+
+
+def test_graph_constants_and_rng_state_calls(neuron):
+    def f(x):
+        torch.neuron.manual_seed(7)  # host state: a graph break, run eagerly
+        return x * torch.tensor([1.0, 2.0, 3.0], device="neuron") + torch.tensor([5, 6, 7]).to("neuron")
+
+    x = torch.randn(3, device=neuron)
+    assert_bitwise_equal(torch.compile(f, backend="neuron")(x), f(x))
+    assert_compiled()
+
+
+def test_stream_calls_inside_compiled_region(neuron):
+    def f(x):
+        y = x * 2
+        torch.neuron.synchronize()
+        return y + 1
+
+    x = torch.randn(16, device=neuron)
+    assert_bitwise_equal(torch.compile(f, backend="neuron")(x), f(x))
+
+
+def test_kernel_error_surfaces_at_sync_naming_the_graph(neuron):
+    emb = torch.nn.Embedding(10, 4).to(neuron)
+    f = torch.compile(lambda i: emb(i) * 2, backend="neuron")
+    f(torch.tensor([1, 2], device=neuron))
+    out = f(torch.tensor([1, 12], device=neuron))  # out of range: fails in the task
+    with pytest.raises((IndexError, RuntimeError), match="index"):
+        out.cpu()
+    assert f(torch.tensor([3, 4], device=neuron)).shape == (2, 4)  # the process stays usable
+
+
+def test_failed_c_compilation_reports_compiler_errors(neuron, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_CFLAGS", "--no-such-compiler-flag")
+    with pytest.raises(Exception) as err:
+        torch.compile(lambda x: x * 7 + 1, backend="neuron")(torch.randn(4, device=neuron))
+    msg = str(err.value)
+    assert "no-such-compiler-flag" in msg and "generated source kept at" in msg
+
+
+def test_preserved_artifacts(neuron, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    torch.compile(lambda x: x.exp() - 1, backend="neuron", options={"model_name": "keep"})(torch.randn(4, device=neuron))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.endswith(".c") and n.startswith("keep_") for n in names), names
+    assert any(n.endswith(".fx.txt") for n in names), names
+    src = next(p for p in tmp_path.iterdir() if p.suffix == ".c").read_text()
+    assert "vnc_ew_exp_F32" in src and "seg_0" in src
+
+
+# ---------------------------------------------------------------- the on-disk cache
+
+CACHE_SCRIPT = """
+import json, torch, torch_neuronx
+from torch_neuronx.compiler import jit_stats, get_dynamo_metrics
+from torch_neuronx.examples.gpt import TinyGPT
+torch.manual_seed(0)
+m = TinyGPT(96, 32, 1, 2, 16).to("neuron")
+f = torch.compile(m, backend="neuron")
+idx = torch.randint(0, 96, (2, 17)).to("neuron")
+loss = f(idx[:, :-1], idx[:, 1:])
+loss.backward()
+print(json.dumps({"loss": loss.item(), "compiles": jit_stats()["compiles"],
+                  "hits": [r["cache_hit"] for r in get_dynamo_metrics()]}))
+"""
+
+
+def _run_cache_script(cache, n=1):
+    env = dict(os.environ, TORCH_NEURONX_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, "-c", CACHE_SCRIPT], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    outs = []
+    import json
+
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    return outs
+
+
+def test_two_processes_compile_at_once_then_a_third_hits_the_cache(tmp_path):
+    first = _run_cache_script(tmp_path, n=2)  # concurrent cold compiles of the same graphs
+    assert first[0]["loss"] == first[1]["loss"]
+    assert all(r["compiles"] >= 1 for r in first)
+    again = _run_cache_script(tmp_path)[0]
+    assert again["compiles"] == 0 and all(again["hits"]), again
+    assert again["loss"] == first[0]["loss"]
+    leftovers = [p.name for p in tmp_path.rglob("*") if ".tmp-" in p.name]
+    assert leftovers == []
+
+
+# ---------------------------------------------------------------- random graphs
+
+UNARY = [torch.exp, torch.tanh, torch.sigmoid, torch.abs, torch.neg, F.relu, F.silu, torch.sqrt, torch.floor]
+BINARY = [torch.add, torch.sub, torch.mul, torch.maximum, torch.minimum, lambda a, b: a * 0.5 + b]
+REDUCE = [lambda t: t.sum(dim=-1), lambda t: t.mean(dim=0), lambda t: t.amax(dim=-1, keepdim=True), lambda t: t.sum()]
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(ops=st.lists(st.tuples(st.integers(0, len(UNARY) - 1), st.integers(0, len(BINARY) - 1)), min_size=1, max_size=4),
+       red=st.integers(0, len(REDUCE) - 1), rows=st.integers(1, 9), cols=st.integers(1, 70),
+       transpose=st.booleans(), dtype=st.sampled_from([torch.float32, torch.bfloat16]))
+def test_random_pointwise_reduction_graphs(ops, red, rows, cols, transpose, dtype):
+    torch._dynamo.reset()
+    reset_dynamo_metrics()
+
+    def f(x, y):
+        t = x
+        for u, b in ops:
+            t = BINARY[b](UNARY[u](t), y)
+        return t, REDUCE[red](t)
+
+    g = torch.Generator().manual_seed(rows * 100 + cols)
+    x = torch.randn(rows, cols, generator=g).to(dtype).to("neuron")
+    y = torch.randn(cols, rows, generator=g).to(dtype).to("neuron").t() if transpose else \
+        torch.randn(rows, cols, generator=g).to(dtype).to("neuron")
+    got = torch.compile(f, backend="neuron", dynamic=False)(x, y)
+    for a, b in zip(got, f(x, y)):
+        assert_bitwise_equal(a, b)
+    assert_compiled()

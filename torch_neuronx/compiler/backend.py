@@ -1,0 +1,221 @@
+"""The ``torch.compile`` backend ``neuron``: Dynamo → AOTAutograd (forward and backward ATen
+graphs) → lowering → C → JIT, with TorchNeuron's options and metrics.
+
+Options (``torch.compile(..., options={...})``): ``fallback_execution`` (bool: a graph that
+cannot be compiled runs eagerly with one warning instead of raising; default from
+``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION``, which is on, i.e. raise), ``model_name`` (names
+graphs and metrics; default ``"model"``). ``mode`` other than the default warns and is
+ignored.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+from . import jit, metrics
+from .codegen import generate
+from .executor import CompiledGraph, EagerGraph
+from .lowering import DynamicShapes, UnsupportedOp, has_native_kernel, lower
+
+_OPTIONS = {"fallback_execution", "model_name"}
+_warned = set()
+
+
+def _warn_once(key, msg):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(msg, UserWarning, stacklevel=3)
+
+
+def _fallback_default() -> bool:
+    v = os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
+    return v is not None and v.strip().lower() in ("0", "false", "no", "off")
+
+
+def _decompositions():
+    """PyTorch's core ATen decompositions of the ops eager would run through the CPU fallback:
+    every op eager runs natively (its own kernel, or a composite of native kernels) stays
+    whole, so compiled code computes what eager computes."""
+    from torch._decomp import core_aten_decompositions
+
+    return {op: fn for op, fn in core_aten_decompositions().items()
+            if isinstance(op, torch._ops.OpOverload) and not has_native_kernel(op)}
+
+
+_DECOMPS = None
+
+
+def _donated():
+    """Backward inputs AOTAutograd donates (saved activations freed by this graph), or none."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    return list(getattr(meta, "bw_donated_idxs", None) or [])
+
+
+def _aot_names():
+    try:
+        from torch._functorch._aot_autograd.logging_utils import get_aot_compilation_context
+
+        graphs, _, nth = get_aot_compilation_context()
+        aot_id, _, kind = (graphs[-1] if graphs else "0_graph").partition("_")
+        return aot_id, kind or "graph", nth
+    except Exception:  # pragma: no cover - private API moved
+        return "0", "graph", 0
+
+
+class _GraphCompiler:
+    """Compiles the graphs of one Dynamo frame (forward, backward or inference)."""
+
+    def __init__(self, model_name: str, fallback: bool):
+        self.model_name = model_name
+        self.fallback = fallback
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs, graph_type: str, name: str | None = None):
+        if name is None:
+            aot_id, kind, nth = _aot_names()
+            graph_type = kind if kind in ("forward", "backward", "inference") else graph_type
+            name = f"{self.model_name}_{aot_id}_{graph_type}_{nth}"
+        rec = metrics.new_record(name, self.model_name, graph_type, gm)
+        t0 = time.perf_counter()
+        try:
+            prog = lower(gm, _donated() if graph_type == "backward" else ())
+        except DynamicShapes:
+            rec.fallback, rec.reason = False, "symbolic shapes: specialised per concrete shape at run time"
+            metrics.commit(rec)
+            return SpecializingGraph(gm, self, name, graph_type)
+        except UnsupportedOp as e:
+            if not self.fallback:
+                raise
+            _warn_once(("op", e.op_name), f"{e.args[0].splitlines()[0]}; running graph {name} eagerly "
+                                          "(fallback_execution)")
+            rec.fallback, rec.reason = True, str(e).splitlines()[0]
+            metrics.commit(rec)
+            return EagerGraph(gm)
+        t1 = time.perf_counter()
+        rec.lowering_us = (t1 - t0) * 1e6
+        if prog.device is None:  # nothing on neuron: not ours to compile
+            rec.fallback, rec.reason = True, "no neuron tensors"
+            metrics.commit(rec)
+            return EagerGraph(gm)
+        source, tables = generate(prog, name)
+        t2 = time.perf_counter()
+        rec.codegen_us = (t2 - t1) * 1e6
+        keep = _keep_dir()
+        if keep:
+            _dump(keep, name, gm, source)
+        module = None
+        if tables:
+            stats0 = jit.stats()
+            module = jit.Module(source, name)
+            rec.cache_hit = module.cache_hit
+            rec.compiler_runs = jit.stats()["compiles"] - stats0["compiles"]
+            rec.artifact = module.path
+        rec.compile_us = (time.perf_counter() - t2) * 1e6
+        rec.fused_kernel_count = prog.fused_kernels
+        rec.c_step_count = prog.c_steps
+        rec.eager_ops = list(prog.eager_ops)
+        rec.eager_op_count = len(prog.eager_ops)
+        rec.host_ops = list(prog.host_ops)
+        rec.segment_count = len(tables)
+        metrics.commit(rec)
+        return CompiledGraph(prog, module, tables, name)
+
+
+class SpecializingGraph:
+    """A graph with symbolic sizes, compiled once per concrete shape it meets: the FX graph is
+    re-propagated with fake tensors of the actual inputs (every size a number), then lowered
+    and compiled as a static graph; each specialisation is a metrics record."""
+
+    def __init__(self, gm, compiler, name, graph_type):
+        self._boxed_call = True
+        self.gm, self.compiler, self.name, self.graph_type = gm, compiler, name, graph_type
+        self.cache = {}
+
+    def __call__(self, *call_args):
+        from .executor import _unbox
+
+        args = _unbox(call_args)
+        key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device) if isinstance(a, torch.Tensor) else
+                    (type(a).__name__, a) for a in args)
+        fn = self.cache.get(key)
+        if fn is None:
+            fn = self.cache[key] = self._specialise(args)
+        return fn(args)
+
+    def _specialise(self, args):
+        import copy
+
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+        gm = copy.deepcopy(self.gm)
+        FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*args)
+        return self.compiler(gm, args, self.graph_type, f"{self.name}_s{len(self.cache)}")
+
+
+def _keep_dir():
+    d = os.environ.get("TORCH_NEURONX_DEBUG_DIR")
+    keep = os.environ.get("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "0") not in ("", "0")
+    return d if d and keep else None
+
+
+def _dump(d, name, gm, source):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"{name}.fx.txt"), "w") as f:
+        f.write(gm.print_readable(print_output=False))
+    with open(os.path.join(d, f"{name}.c"), "w") as f:
+        f.write(source)
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None, options: dict | None = None):
+    """The ``torch.compile`` backend ``"neuron"`` (registered with Dynamo and under the
+    ``torch_dynamo_backends`` entry point).
+
+    Args:
+        gm: the FX graph Dynamo captured (Torch IR).
+        example_inputs: its example inputs (fake tensors).
+        mode: ``None``/``"default"``; any other value warns and is ignored.
+        options: ``fallback_execution`` (bool), ``model_name`` (str).
+
+    Returns:
+        The compiled callable (AOTAutograd's forward; the backward compiles on first use).
+
+    Raises:
+        ValueError: an unknown option.
+        UnsupportedOp (through Dynamo's BackendCompilerFailed): an op with no native kernel,
+            lowering or decomposition, unless fallback execution is on.
+    """
+    global _DECOMPS
+    options = dict(options or {})
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ValueError(f"torch.compile(backend='neuron'): unknown option(s) {sorted(unknown)}; "
+                         f"supported: {sorted(_OPTIONS)}")
+    if mode not in (None, "default"):
+        _warn_once(("mode", mode), f"Neuron backend does not support mode='{mode}', falling back to default mode.")
+    fallback = bool(options.get("fallback_execution", _fallback_default()))
+    compiler = _GraphCompiler(str(options.get("model_name", "model")), fallback)
+    if _DECOMPS is None:
+        _DECOMPS = _decompositions()
+    mark = metrics.frame_start()
+    fn = aot_autograd(
+        fw_compiler=lambda g, ex: compiler(g, ex, "forward"),
+        bw_compiler=lambda g, ex: compiler(g, ex, "backward"),
+        inference_compiler=lambda g, ex: compiler(g, ex, "inference"),
+        decompositions=_DECOMPS,
+        # saves fewer activations; pointwise ops are recomputed inside the backward's fused loops
+        partition_fn=min_cut_rematerialization_partition,
+        # inference graphs keep their input mutations (optimizer steps, in-place updates) as
+        # copy_ nodes, which the lowering writes from the fused loops into the inputs' memory
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs)
+    metrics.frame_end(mark)
+    return fn
+
+
+__all__ = ["neuron_backend", "has_native_kernel"]

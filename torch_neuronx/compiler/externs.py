@@ -1,0 +1,521 @@
+"""Lowerings of non-pointwise ops to calls of the runtime's kernels (vnc/*.h), mirroring what
+the eager glue (csrc/) passes for the same op, so compiled results equal eager's: reductions
+(with the geometry of eager's reduction TensorIterator, hence eager's summation order), GEMMs.
+
+``LOWERINGS[op](lw, node) -> bool``: True when the node was lowered (it then set
+``lw.values[node]``); False leaves it to an eager step.
+"""
+from __future__ import annotations
+
+import torch
+
+from .ir import Extern, Reduce, TRef, c_double, dtype_num
+
+aten = torch.ops.aten
+LOWERINGS = {}
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def meta_of(ref: TRef) -> torch.Tensor:
+    return torch.empty_strided(ref.size, ref.stride, dtype=ref.dtype, device="meta")
+
+
+def broadcast_strides(ref: TRef, shape) -> tuple:
+    """Element strides of `ref` expanded to `shape` (0 along broadcast dims)."""
+    lead = len(shape) - len(ref.size)
+    out = []
+    for d in range(len(shape)):
+        k = d - lead
+        out.append(0 if k < 0 or (ref.size[k] == 1 and shape[d] != 1) else ref.stride[k])
+    return tuple(out)
+
+
+def c_tensor(var: str, addr: str, size, stride, dtype) -> str:
+    """C declaration of a vnc_tensor named `var`."""
+    sizes = ", ".join(str(int(s)) for s in size) or "0"
+    strides = ", ".join(str(int(s)) for s in stride) or "0"
+    return (f"vnc_tensor {var} = {{.data = (void *)({addr}), .sizes = {{{sizes}}}, .strides = {{{strides}}}, "
+            f".ndim = {len(size)}, .dtype = {dtype_num(dtype)}}};")
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _reduction(vnc_op: str, sum_like: bool, name: str):
+    def lower(lw, node) -> bool:
+        from .. import _C
+
+        x = node.args[0]
+        out = node.meta["val"]
+        if not isinstance(out, torch.Tensor) or out.dtype.is_complex or x.meta["val"].dtype.is_complex:
+            return False
+        if node.target in (aten.sum.default, aten.mean.default):
+            dims, keepdim = [], False
+        else:
+            dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+            keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+            dims = [] if dims is None else ([dims] if isinstance(dims, int) else list(dims))
+        inp = lw.ref(x)
+        if out.numel() == 0 or inp.numel == 0:
+            return False
+        out_ref = lw.fresh_ref(out)
+        geo = _C._reduction_geometry(sum_like, meta_of(inp), meta_of(out_ref), dims, bool(keepdim))
+        if geo is None:
+            return False
+        shape, strides, dtypes = geo
+        lw.prog.steps.append(Reduce(vnc_op, name, out_ref, inp, shape, strides, dtypes))
+        lw.values[node] = out_ref
+        return True
+
+    return lower
+
+
+for _op, _kind, _sum, _name in (
+        (aten.sum.dim_IntList, "SUM", True, "aten::sum"), (aten.sum.default, "SUM", True, "aten::sum"),
+        (aten.mean.dim, "MEAN", True, "aten::mean"), (aten.mean.default, "MEAN", True, "aten::mean"),
+        (aten.amax.default, "AMAX", False, "aten::amax"), (aten.amin.default, "AMIN", False, "aten::amin")):
+    LOWERINGS[_op] = _reduction(_kind, _sum, _name)
+
+
+# ---------------------------------------------------------------- matrix products
+
+
+def _matrix(addr: str, ref: TRef, dims: int) -> str:
+    """vnc_matrix initialiser as linalg.cpp's matrix(): 3-D batches, 2-D, 1-D as a column."""
+    st = ref.stride
+    batch = st[0] if dims == 3 else 0
+    row = st[0] if dims == 1 else st[dims - 2]
+    col = 1 if dims == 1 else st[dims - 1]
+    return f"{{(void *)({addr}), {batch}, {row}, {col}, {dtype_num(ref.dtype)}}}"
+
+
+def _gemm(name: str, has_self: bool):
+    def lower(lw, node) -> bool:
+        out = node.meta["val"]
+        if out.dtype not in FLOATS and out.dtype not in (torch.int64, torch.int32):
+            return False
+        if has_self:
+            self_, a, b = node.args[:3]
+            beta = node.kwargs.get("beta", node.args[3] if len(node.args) > 3 else 1)
+            alpha = node.kwargs.get("alpha", node.args[4] if len(node.args) > 4 else 1)
+        else:
+            (a, b), self_, beta, alpha = node.args[:2], None, 0, 1
+        if any(isinstance(v, complex) for v in (beta, alpha)):
+            return False
+        ra, rb = lw.ref(a), lw.ref(b)
+        rs = lw.ref(self_) if self_ is not None and float(beta) != 0.0 else None
+        if any(r.dtype != out.dtype for r in (ra, rb)) or (rs is not None and rs.dtype != out.dtype):
+            return False
+        ro = lw.fresh_ref(out)
+        nd = len(out.shape)
+        batch = out.shape[0] if nd == 3 else 1
+        M = out.shape[1 if nd == 3 else 0]
+        N = 1 if nd == 1 else out.shape[-1]
+        K = ra.size[0] if len(ra.size) == 1 else ra.size[-1]
+
+        def emit(addr):
+            code = []
+            if rs is not None:  # eager: out.copy_(self.expand(out.sizes())) before the product
+                code.append(c_tensor("dst", addr(ro), ro.size, ro.stride, ro.dtype))
+                code.append(c_tensor("src", addr(rs), ro.size, broadcast_strides(rs, ro.size), rs.dtype))
+                code.append(f'VNC_JIT_TRY(vnc_rt->copy(s, "aten::copy_", &dst, &src));')
+            C = _matrix(addr(ro), ro, nd)
+            if nd == 1:  # matrix @ vector: C is a column
+                C = f"{{(void *)({addr(ro)}), 0, {ro.stride[0]}, 1, {dtype_num(ro.dtype)}}}"
+            code.append(f"vnc_matrix A = {_matrix(addr(ra), ra, len(ra.size))}, B_ = {_matrix(addr(rb), rb, len(rb.size))}, "
+                        f"C = {C};")
+            code.append(f'VNC_JIT_TRY(vnc_rt->gemm(s, "{name}", {batch}, {M}, {N}, {K}, {c_double(alpha)}, &A, &B_, '
+                        f'{c_double(beta) if rs is not None else "0.0"}, &C));')
+            return code
+
+        lw.prog.steps.append(Extern(name, emit, [r for r in (ra, rb, rs) if r is not None], [ro]))
+        lw.values[node] = ro
+        return True
+
+    return lower
+
+
+LOWERINGS[aten.mm.default] = _gemm("aten::mm", False)
+LOWERINGS[aten.bmm.default] = _gemm("aten::bmm", False)
+LOWERINGS[aten.addmm.default] = _gemm("aten::addmm", True)
+LOWERINGS[aten.baddbmm.default] = _gemm("aten::baddbmm", True)
+
+
+# ---------------------------------------------------------------- neural-network kernels
+# Each lowering takes the case the eager glue runs without copies or casts (contiguous
+# operands of one floating dtype) and passes the runtime what the glue passes; any other case
+# is left to the eager kernel.
+
+
+def _rows(addr: str, ref: TRef, dim: int) -> str:
+    """vnc_rows initialiser of a contiguous tensor around `dim` (nn.cpp's rows_of)."""
+    size = ref.size or (1,)
+    outer = 1
+    for s in size[:dim]:
+        outer *= s
+    n = size[dim] if ref.size else 1
+    inner = 1
+    for s in size[dim + 1:]:
+        inner *= s
+    return f"{{(void *)({addr}), {dtype_num(ref.dtype)}, {outer}, {n}, {inner}, {n * inner}, {inner}, 1}}"
+
+
+def _fresh(lw, meta):
+    return lw.fresh_ref(meta) if isinstance(meta, torch.Tensor) else meta
+
+
+def _softmax(log: bool, name: str):
+    def lower(lw, node) -> bool:
+        x, dim = node.args[:2]
+        out = node.meta["val"]
+        rx = lw.contiguous(lw.ref(x))
+        if out.dtype not in FLOATS or rx.dtype != out.dtype or not out.is_contiguous():
+            return False
+        d = dim % max(len(rx.size), 1)
+        ro = lw.fresh_ref(out)
+        emit = lambda a: [f"vnc_rows x = {_rows(a(rx), rx, d)}, o = {_rows(a(ro), ro, d)};",  # noqa: E731
+                          f'VNC_JIT_TRY(vnc_rt->softmax(s, "{name}", {int(log)}, &x, &o));']
+        lw.prog.steps.append(Extern(name, emit, [rx], [ro]))
+        lw.values[node] = ro
+        return True
+
+    return lower
+
+
+def _softmax_backward(log: bool, name: str):
+    def lower(lw, node) -> bool:
+        g, y, dim = node.args[:3]
+        out = node.meta["val"]
+        rg, ry = lw.contiguous(lw.ref(g)), lw.contiguous(lw.ref(y))
+        if out.dtype not in FLOATS or {rg.dtype, ry.dtype} != {out.dtype} or not out.is_contiguous():
+            return False
+        d = dim % max(len(rg.size), 1)
+        ro = lw.fresh_ref(out)
+        emit = lambda a: [f"vnc_rows g = {_rows(a(rg), rg, d)}, y = {_rows(a(ry), ry, d)}, o = {_rows(a(ro), ro, d)};",  # noqa: E731
+                          f'VNC_JIT_TRY(vnc_rt->softmax_backward(s, "{name}", {int(log)}, &g, &y, &o));']
+        lw.prog.steps.append(Extern(name, emit, [rg, ry], [ro]))
+        lw.values[node] = ro
+        return True
+
+    return lower
+
+
+LOWERINGS[aten._softmax.default] = _softmax(False, "aten::_softmax")
+LOWERINGS[aten._log_softmax.default] = _softmax(True, "aten::_log_softmax")
+LOWERINGS[aten._softmax_backward_data.default] = _softmax_backward(False, "aten::_softmax_backward_data")
+LOWERINGS[aten._log_softmax_backward_data.default] = _softmax_backward(True, "aten::_log_softmax_backward_data")
+
+
+def _opt_ref(lw, x):
+    return lw.contiguous(lw.ref(x)) if x is not None else None
+
+
+def _ptr(addr, ref):
+    return f"(void *)({addr(ref)})" if ref is not None else "NULL"
+
+
+def _layer_norm(lw, node) -> bool:
+    x, shape, w, b, eps = node.args[:5]
+    y, mean, rstd = node.meta["val"]
+    rx, rw, rb = _opt_ref(lw, x), _opt_ref(lw, w), _opt_ref(lw, b)
+    dt = rx.dtype
+    if dt not in FLOATS or any(r is not None and r.dtype != dt for r in (rw, rb)) \
+            or not all(t.is_contiguous() for t in (y, mean, rstd)):
+        return False
+    N = 1
+    for s in shape:
+        N *= s
+    M = rx.numel // N if N else 0
+    ry, rm, rr = lw.fresh_ref(y), lw.fresh_ref(mean), lw.fresh_ref(rstd)
+    name = "aten::native_layer_norm"
+    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm(s, "{name}", {M}, {N}, {dtype_num(dt)}, {_ptr(a, rx)}, '  # noqa: E731
+                      f'{_ptr(a, rw)}, {_ptr(a, rb)}, {c_double(eps)}, {_ptr(a, ry)}, {_ptr(a, rm)}, {_ptr(a, rr)}, '
+                      f'{dtype_num(rm.dtype)}));']
+    lw.prog.steps.append(Extern(name, emit, [r for r in (rx, rw, rb) if r is not None], [ry, rm, rr]))
+    lw.values[node] = (ry, rm, rr)
+    return True
+
+
+def _layer_norm_backward(lw, node) -> bool:
+    dy, x, shape, mean, rstd, w, b, mask = node.args[:8]
+    outs = node.meta["val"]
+    rdy, rx, rm, rr, rw = (_opt_ref(lw, t) for t in (dy, x, mean, rstd, w))
+    dt = rx.dtype
+    if dt not in FLOATS or any(r is not None and r.dtype != dt for r in (rdy, rw)) or rm.dtype != rr.dtype or \
+            rm.dtype not in (dt, torch.float32) or \
+            any(isinstance(t, torch.Tensor) and not t.is_contiguous() for t in outs):
+        return False
+    N = 1
+    for s in shape:
+        N *= s
+    M = rx.numel // N if N else 0
+    wanted = [mask[0], mask[1] and w is not None, mask[2] and b is not None]
+    res = [lw.fresh_ref(t) if want and isinstance(t, torch.Tensor) else None for want, t in zip(wanted, outs)]
+    name = "aten::native_layer_norm_backward"
+    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm_backward(s, "{name}", {M}, {N}, {dtype_num(dt)}, {_ptr(a, rdy)}, '  # noqa: E731
+                      f'{_ptr(a, rx)}, {_ptr(a, rm)}, {_ptr(a, rr)}, {dtype_num(rm.dtype)}, {_ptr(a, rw)}, '
+                      f'{_ptr(a, res[0])}, {_ptr(a, res[1])}, {_ptr(a, res[2])}));']
+    lw.prog.steps.append(Extern(name, emit, [r for r in (rdy, rx, rm, rr, rw) if r is not None],
+                                [r for r in res if r is not None]))
+    lw.values[node] = tuple(res)
+    return True
+
+
+LOWERINGS[aten.native_layer_norm.default] = _layer_norm
+LOWERINGS[aten.native_layer_norm_backward.default] = _layer_norm_backward
+
+
+def _nll_args(node):
+    a = list(node.args) + [None] * 8
+    return a
+
+
+def _nll_loss(lw, node) -> bool:
+    x, t, w, reduction, ignore = _nll_args(node)[:5]
+    out, tw = node.meta["val"]
+    rx, rt = _opt_ref(lw, x), _opt_ref(lw, t)
+    if w is not None or rx.dtype not in FLOATS or rt.dtype != torch.int64 or \
+            len(rx.size) not in (1, 2) or not out.is_contiguous():
+        return False
+    N, C = (rx.size[0] if len(rx.size) == 2 else 1), rx.size[-1]
+    ro, rtw = lw.fresh_ref(out), lw.fresh_ref(tw)
+    name = "aten::nll_loss_forward"
+    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->nll_loss(s, "{name}", {N}, {C}, {dtype_num(rx.dtype)}, {_ptr(a, rx)}, '  # noqa: E731
+                      f'(const int64_t *){_ptr(a, rt)}, NULL, {int(reduction)}, INT64_C({int(ignore)}), '
+                      f'{_ptr(a, ro)}, {_ptr(a, rtw)}));']
+    lw.prog.steps.append(Extern(name, emit, [rx, rt], [ro, rtw]))
+    lw.values[node] = (ro, rtw)
+    return True
+
+
+def _nll_loss_backward(lw, node) -> bool:
+    go, x, t, w, reduction, ignore, tw = _nll_args(node)[:7]
+    out = node.meta["val"]
+    rgo, rx, rt, rtw = _opt_ref(lw, go), lw.ref(x), _opt_ref(lw, t), _opt_ref(lw, tw)
+    if w is not None or out.dtype not in FLOATS or rt.dtype != torch.int64 or \
+            len(rx.size) not in (1, 2) or not out.is_contiguous() or rgo.dtype != out.dtype:
+        return False
+    N, C = (rx.size[0] if len(rx.size) == 2 else 1), rx.size[-1]
+    go_stride = rgo.stride[0] if rgo.size else 0
+    ro = lw.fresh_ref(out)
+    name = "aten::nll_loss_backward"
+    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->nll_loss_backward(s, "{name}", {N}, {C}, {dtype_num(out.dtype)}, '  # noqa: E731
+                      f'{_ptr(a, rgo)}, {go_stride}, (const int64_t *){_ptr(a, rt)}, NULL, {int(reduction)}, '
+                      f'INT64_C({int(ignore)}), {_ptr(a, rtw)}, {_ptr(a, ro)}));']
+    lw.prog.steps.append(Extern(name, emit, [rgo, rt, rtw], [ro]))
+    lw.values[node] = ro
+    return True
+
+
+LOWERINGS[aten.nll_loss_forward.default] = _nll_loss
+LOWERINGS[aten.nll_loss_backward.default] = _nll_loss_backward
+
+
+def _embedding(lw, node) -> bool:
+    w, idx = node.args[:2]
+    out = node.meta["val"]
+    rw, ri = _opt_ref(lw, w), _opt_ref(lw, idx)
+    if len(rw.size) != 2 or ri.dtype not in (torch.int64, torch.int32) or not out.is_contiguous():
+        return False
+    nidx, D = ri.numel, rw.size[1]
+    ro = lw.fresh_ref(out)
+    flat = TRef(ro.buf, ro.dtype, (nidx, D), (D, 1), 0)
+    name = "aten::index_select"  # eager's embedding is index_select of weight rows (+ a view)
+    emit = lambda a: [f"vnc_rows src = {_rows(a(rw), rw, 0)}, dst = {_rows(a(flat), flat, 0)};",  # noqa: E731
+                      f'VNC_JIT_TRY(vnc_rt->index_select(s, "{name}", &src, {_ptr(a, ri)}, {dtype_num(ri.dtype)}, 1, '
+                      f'{nidx}, &dst));']
+    lw.prog.steps.append(Extern(name, emit, [rw, ri], [ro]))
+    lw.values[node] = ro
+    return True
+
+
+def _embedding_backward(lw, node) -> bool:
+    g, idx, nw, padding_idx, by_freq = node.args[:5]
+    out = node.meta["val"]
+    rg, ri = _opt_ref(lw, g), _opt_ref(lw, idx)
+    if ri.dtype not in (torch.int64, torch.int32) or not out.is_contiguous() or rg.dtype != out.dtype:
+        return False
+    D = rg.size[-1]
+    nidx = ri.numel
+    ro = lw.fresh_ref(out)
+    flat = TRef(rg.buf, rg.dtype, (nidx, D), (D, 1), rg.offset)
+    name = "aten::embedding_dense_backward"
+    emit = lambda a: [f"vnc_rows dst = {_rows(a(ro), ro, 0)}, src = {_rows(a(flat), flat, 0)};",  # noqa: E731
+                      f'VNC_JIT_TRY(vnc_rt->index_add_rows(s, "{name}", &dst, {_ptr(a, ri)}, {dtype_num(ri.dtype)}, '
+                      f'{nidx}, &src, INT64_C({int(padding_idx)}), {int(bool(by_freq))}, 1));']
+    lw.prog.steps.append(Extern(name, emit, [rg, ri], [ro]))
+    lw.values[node] = ro
+    return True
+
+
+LOWERINGS[aten.embedding.default] = _embedding
+LOWERINGS[aten.embedding_dense_backward.default] = _embedding_backward
+
+
+def _arange(lw, node) -> bool:
+    out = node.meta["val"]
+    if node.target == aten.arange.default:
+        start, end, step = 0, node.args[0], 1
+    else:
+        start, end = node.args[:2]
+        step = node.args[2] if len(node.args) > 2 else node.kwargs.get("step", 1)
+    if out.device.type != "neuron" or out.dtype.is_complex or out.dtype == torch.bool:
+        return False
+    ro = lw.fresh_ref(out)
+    name = "aten::arange"
+    emit = lambda a: [c_tensor("t", a(ro), ro.size, ro.stride, ro.dtype),  # noqa: E731
+                      f'VNC_JIT_TRY(vnc_rt->arange(s, "{name}", &t, {c_double(start)}, {c_double(step)}, '
+                      f'INT64_C({int(start)}), INT64_C({int(step)})));']
+    lw.prog.steps.append(Extern(name, emit, [], [ro]))
+    lw.values[node] = ro
+    return True
+
+
+LOWERINGS[aten.arange.default] = _arange
+LOWERINGS[aten.arange.start] = _arange
+LOWERINGS[aten.arange.start_step] = _arange
+
+
+def _cat(lw, node) -> bool:
+    tensors = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    out = node.meta["val"]
+    if out.device.type != "neuron":
+        return False
+    refs = [lw.ref(t) for t in tensors]
+    d = dim % len(out.shape)
+    ro = lw.fresh_ref(out)
+    pieces, off = [], 0
+    for r in refs:
+        if len(r.size) == 1 and r.size[0] == 0 and len(out.shape) != 1:
+            continue  # legacy empty inputs
+        n = r.size[d]
+        if n:
+            size = list(ro.size)
+            size[d] = n
+            pieces.append((TRef(ro.buf, ro.dtype, tuple(size), ro.stride, off * ro.stride[d]), r))
+        off += n
+
+    def emit(a):
+        code = []
+        for k, (dst, src) in enumerate(pieces):
+            code.append("{")
+            code.append("  " + c_tensor("dst", a(dst), dst.size, dst.stride, dst.dtype))
+            code.append("  " + c_tensor("src", a(src), src.size, src.stride, src.dtype))
+            code.append('  VNC_JIT_TRY(vnc_rt->copy(s, "aten::copy_", &dst, &src));')
+            code.append("}")
+        return code
+
+    lw.prog.steps.append(Extern("aten::cat", emit, refs, [ro]))
+    lw.values[node] = ro
+    return True
+
+
+LOWERINGS[aten.cat.default] = _cat
+
+
+# ---------------------------------------------------------------- attention
+
+def _rows_ok(size, stride) -> bool:
+    """transformer.cpp's f32_rows: the kernel reads rows in place when they are contiguous."""
+    return (stride[3] == 1 or size[3] == 1) and (size[2] == 1 or stride[2] >= size[3])
+
+
+def _operand(addr: str, ref: TRef) -> str:
+    row = ref.size[3] if ref.size[2] == 1 else ref.stride[2]
+    return f"{{(float *)({addr}), {ref.stride[0]}, {ref.stride[1]}, {row}}}"
+
+
+def _attention_args(a, rq, rk, rv, causal, scale) -> str:
+    B, H, L, E = rq.size
+    S, Ev = rk.size[2], rv.size[3]
+    sc = c_double(scale if scale is not None else 1.0 / (E ** 0.5))
+    return (f"vnc_attention at = {{.B = {B}, .H = {H}, .L = {L}, .S = {S}, .E = {E}, .Ev = {Ev}, .scale = {sc}, "
+            f".causal = {int(bool(causal))}, .q = {_operand(a(rq), rq)}, .k = {_operand(a(rk), rk)}, "
+            f".v = {_operand(a(rv), rv)}, .bias = NULL}};")
+
+
+def _sdpa_ok(*refs) -> bool:
+    return all(r.dtype == torch.float32 and len(r.size) == 4 and _rows_ok(r.size, r.stride) for r in refs)
+
+
+def _sdpa(lw, node) -> bool:
+    q, k, v = node.args[:3]
+    a = list(node.args) + [None] * 8
+    bias, dropout, causal = a[3], node.kwargs.get("dropout_p", a[4] or 0.0), node.kwargs.get("is_causal", a[5] or False)
+    scale = node.kwargs.get("scale", a[7])
+    metas = node.meta["val"]
+    rq, rk, rv = lw.ref(q), lw.ref(k), lw.ref(v)
+    out, lse = metas[0], metas[1]
+    if bias is not None or dropout or not _sdpa_ok(rq, rk, rv) or out.dtype != torch.float32 or \
+            not _rows_ok(tuple(out.shape), out.stride()) or not lse.is_contiguous():
+        return False
+    ro, rl = lw.fresh_ref(out), lw.fresh_ref(lse)
+    rest = [_fresh(lw, m) for m in metas[2:]]
+    name = "aten::_scaled_dot_product_fused_attention_overrideable"
+    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale),  # noqa: E731
+                       f"vnc_attn_operand o = {_operand(ad(ro), ro)};",
+                       f'VNC_JIT_TRY(vnc_rt->attention_forward(s, "{name}", &at, &o, (float *){_ptr(ad, rl)}));']
+    lw.prog.steps.append(Extern(name, emit, [rq, rk, rv], [ro, rl]))
+    lw.values[node] = tuple([ro, rl] + rest)
+    return True
+
+
+def _sdpa_backward(lw, node) -> bool:
+    go, q, k, v, bias, mask, out, lse = node.args[:8]
+    a = list(node.args) + [None] * 20
+    dropout, causal = a[12], a[13]
+    scale = node.kwargs.get("scale", a[16])
+    metas = node.meta["val"]
+    rgo, rq, rk, rv, ro, rl = (lw.ref(x) for x in (go, q, k, v, out, lse))
+    if bias is not None or dropout or not _sdpa_ok(rgo, rq, rk, rv, ro) or rl.dtype != torch.float32 or \
+            not rl.is_contiguous() or any(not _rows_ok(tuple(m.shape), m.stride()) for m in metas[:3]):
+        return False
+    dq, dk, dv = (lw.fresh_ref(m) for m in metas[:3])
+    name = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
+    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale),  # noqa: E731
+                       f"vnc_attn_operand go = {_operand(ad(rgo), rgo)}, o = {_operand(ad(ro), ro)}, "
+                       f"dq = {_operand(ad(dq), dq)}, dk = {_operand(ad(dk), dk)}, dv = {_operand(ad(dv), dv)};",
+                       f'VNC_JIT_TRY(vnc_rt->attention_backward(s, "{name}", &at, &go, &o, (const float *){_ptr(ad, rl)}, '
+                       f'&dq, &dk, &dv, NULL));']
+    lw.prog.steps.append(Extern(name, emit, [rgo, rq, rk, rv, ro, rl], [dq, dk, dv]))
+    lw.values[node] = (dq, dk, dv, None)
+    return True
+
+
+LOWERINGS[aten._scaled_dot_product_fused_attention_overrideable.default] = _sdpa
+LOWERINGS[aten._scaled_dot_product_fused_attention_overrideable_backward.default] = _sdpa_backward
+
+
+# ---------------------------------------------------------------- backward of views
+# select_backward / slice_backward: zeros of the input's shape with the gradient written into
+# the view the forward took (two loops: fill, then a copy into the view's strides).
+
+
+def _view_backward(view):
+    def lower(lw, node) -> bool:
+        from .ir import Const, Load, Loop, PW
+
+        grad = node.args[0]
+        out = node.meta["val"]
+        if out.device.type != "neuron" or out.dtype.is_complex:
+            return False
+        rg = lw.ref(grad)
+        ro = lw.fresh_ref(out)
+        m = view(torch.empty_strided(ro.size, ro.stride, dtype=ro.dtype, device="meta"), *node.args[2:])
+        dst = TRef(ro.buf, ro.dtype, tuple(m.shape), tuple(m.stride()), m.storage_offset())
+        zero = PW("fill", [Const(0, ro.dtype, via=ro.dtype)], ro.dtype, ro.dtype, size=ro.size)
+        copy = PW("cast", [Load(rg)], ro.dtype, ro.dtype, size=dst.size)
+        for pw, ref in ((zero, ro), (copy, dst)):
+            lp = Loop(ref.size, [pw], [(pw, ref)], closed=True)
+            lw.prog.steps.append(lp)
+        lw.values[node] = ro
+        return True
+
+    return lower
+
+
+LOWERINGS[aten.select_backward.default] = _view_backward(lambda t, dim, index: t.select(dim, index))
+LOWERINGS[aten.slice_backward.default] = _view_backward(
+    lambda t, dim, start, end, step: t.slice(dim, start, end, step))

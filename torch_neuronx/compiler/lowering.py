@@ -1,0 +1,535 @@
+"""Lowering: an ATen-IR FX graph (from AOTAutograd) to the kernel IR of ``ir.py``.
+
+Walks the nodes in order. Pointwise ops become PW expressions that join the open fusion group
+(``Loop``) of their shape; a group closes when something outside it needs one of its values
+as memory (a reduction, a runtime kernel, a view, a read at another shape, a graph output),
+and it stores exactly the values used outside it. Views fold into the strides and offset of
+a ``TRef``. Reductions, GEMMs and the runtime's other kernels become C calls (``externs.py``);
+any other op with a native eager kernel runs as an ``Eager`` step. An op that would only run
+through the CPU fallback raises ``UnsupportedOp``.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+from torch.utils._pytree import tree_leaves, tree_map
+
+from . import externs
+from .externs import broadcast_strides, c_tensor
+from .ir import C_STEPS, Buffer, Const, Eager, Extern, Load, Loop, PW, TRef, CLASS_DTYPE, type_class
+from .pointwise import RULES, scalar_kind
+
+aten = torch.ops.aten
+
+
+class UnsupportedOp(RuntimeError):
+    """An op of the graph has no native neuron kernel, no lowering and no decomposition."""
+
+    def __init__(self, node: torch.fx.Node, why: str):
+        self.node = node
+        self.op_name = _op_name(node.target)
+        where = user_frame(node)
+        super().__init__(f"torch.compile(backend='neuron'): {self.op_name} {why}"
+                         + (f"\n  at {where}" if where else "")
+                         + "\nPass options={'fallback_execution': True} to torch.compile (or set "
+                           "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0) to run such graphs eagerly.")
+
+
+def user_frame(node: torch.fx.Node) -> str:
+    """The innermost frame of the node's stack trace outside torch (the user's source line)."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [ln.strip() for ln in trace.splitlines()]
+    frames = [(ln, lines[i + 1] if i + 1 < len(lines) else "") for i, ln in enumerate(lines) if ln.startswith("File ")]
+    for head, code in reversed(frames):
+        if "/torch/" not in head and "torch_neuronx/compiler" not in head:
+            return f"{head}: {code}" if code else head
+    return frames[-1][0] if frames else ""
+
+
+def _op_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.name + (f".{target._overloadname}" if target._overloadname != "default" else "")
+    return getattr(target, "__name__", str(target))
+
+
+_EW_SUPPORT = None
+
+
+def _ew_support():
+    global _EW_SUPPORT
+    if _EW_SUPPORT is None:
+        from .. import _C
+
+        _EW_SUPPORT = {name: sup for name, _, sup in _C._ew_table()}
+    return _EW_SUPPORT
+
+
+def has_native_kernel(op) -> bool:
+    """True when eager runs `op` on neuron without the CPU fallback: a PrivateUse1 kernel, or
+    a composite kernel (which calls other ops)."""
+    if not isinstance(op, torch._ops.OpOverload):
+        return True
+    name = op.name()
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, k)
+               for k in ("PrivateUse1", "CompositeExplicitAutograd", "CompositeImplicitAutograd",
+                         "CompositeExplicitAutogradNonFunctional"))
+
+
+def _is_view(op) -> bool:
+    if op in (aten._unsafe_view.default,):
+        return True
+    if not isinstance(op, torch._ops.OpOverload):
+        return False
+    rets = op._schema.returns
+    args = op._schema.arguments
+    return bool(rets) and bool(args) and args[0].alias_info is not None and not args[0].alias_info.is_write and \
+        all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
+
+
+# Runtime assertions Dynamo adds on symbolic sizes: checked when the graph was specialised.
+_ASSERTS = {getattr(aten, n).default for n in ("_assert_scalar", "sym_constrain_range_for_size", "sym_constrain_range")
+            if hasattr(aten, n)}
+
+
+class Program:
+    """The lowered graph: ``steps`` in order, ``buffers``, ``inputs`` (placeholder buffers by
+    argument position; None for non-tensor arguments), ``outputs`` (pytree of TRef / value)."""
+
+    def __init__(self):
+        self.steps = []
+        self.buffers = []
+        self.inputs = []
+        self.outputs = None
+        self.eager_ops = []  # neuron ops run through their eager kernels
+        self.host_ops = []  # ops on CPU tensors inside the graph (after .item(), on CPU scalars)
+        self.consts = {}  # buffer id -> tensor held by the graph
+        self.donated = set()  # input positions whose memory the graph may reuse (AOTAutograd's)
+        self.device = None
+
+    @property
+    def fused_kernels(self) -> int:
+        return sum(1 for s in self.steps if isinstance(s, Loop))
+
+    @property
+    def c_steps(self) -> int:
+        return sum(1 for s in self.steps if isinstance(s, C_STEPS))
+
+
+class Lowerer:
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.gm = gm
+        self.prog = Program()
+        self.values = {}
+        self.open = []  # open fusion groups (Loop), oldest first
+        self.loop_of = {}  # PW -> Loop
+        self.nodes_of = {}  # id(PW) -> fx nodes whose value it is
+        self.meta_of = {}  # id(PW) -> its fake tensor (layout of a stored value)
+        self.written_back = {}  # copy_ node -> the group writing its value into the input
+        self.cur_shape = None
+
+    # ---------------------------------------------------------------- buffers and refs
+
+    def new_buffer(self, kind, dtype, size=(), stride=(), input_index=-1) -> Buffer:
+        b = Buffer(len(self.prog.buffers), kind, dtype, tuple(size), tuple(stride), input_index)
+        self.prog.buffers.append(b)
+        return b
+
+    def fresh_ref(self, meta: torch.Tensor, kind="alloc") -> TRef:
+        b = self.new_buffer(kind, meta.dtype, meta.shape, meta.stride())
+        return TRef(b, meta.dtype, tuple(meta.shape), tuple(meta.stride()), 0)
+
+    def ref(self, x) -> TRef:
+        """The memory of an FX node's value or of a value (materialising a pending pointwise
+        value)."""
+        v = self.values[x] if isinstance(x, torch.fx.Node) else x
+        if isinstance(v, PW):
+            loop = self.loop_of[v]
+            if not loop.closed:
+                self.close(loop)
+            return self._stored(loop, v)
+        if isinstance(v, TRef):
+            return v
+        raise TypeError(f"expected a tensor, got {type(v).__name__}")
+
+    def contiguous(self, ref: TRef) -> TRef:
+        """`ref`, or a contiguous copy of it (what the eager glue's .contiguous() does)."""
+        if ref.is_contiguous():
+            return ref
+        pw = PW("cast", [Load(ref)], ref.dtype, ref.dtype, size=ref.size)
+        loop = Loop(ref.size, [pw], closed=True)
+        loop.stores.append((pw, self.fresh_ref(torch.empty(ref.size, dtype=ref.dtype, device="meta"))))
+        self.prog.steps.append(loop)
+        return loop.stores[0][1]
+
+    @staticmethod
+    def _stored(loop, v) -> TRef:
+        for m, r in loop.stores:
+            if m is v:
+                return r
+        raise AssertionError("value of a closed fusion group was not stored")
+
+    # ---------------------------------------------------------------- pointwise operands
+
+    def ew_supported(self, row: str, compute: torch.dtype) -> bool:
+        if compute not in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int64, torch.int32,
+                           torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64):
+            return False
+        sup = _ew_support().get(row)
+        return bool(sup and sup.get(CLASS_DTYPE[type_class(compute)]))
+
+    def val(self, x, compute: torch.dtype):
+        """An operand of a pointwise op being lowered at shape ``self.cur_shape``: an FX node,
+        a value (an element of a list-valued node), or a Python number."""
+        if isinstance(x, (Const, Load)):
+            return x
+        v = self.values[x] if isinstance(x, torch.fx.Node) else x
+        if isinstance(v, PW) and v in self.loop_of:
+            loop = self.loop_of[v]
+            if not loop.closed and tuple(v.size) == self.cur_shape:
+                return v
+            return Load(self.ref(v))
+        if isinstance(v, PW):  # built by the rule being lowered
+            return v
+        if isinstance(v, TRef):
+            return Load(v)
+        if isinstance(x, (bool, int, float, complex)):
+            return Const(x, scalar_kind(compute))
+        raise TypeError(f"unsupported pointwise operand {x!r}")
+
+    def add_pointwise(self, root: PW, node: torch.fx.Node, meta=None):
+        """Adds the PW expression `root` (the value of `node`, or of one element of a
+        list-valued node: `meta` is then that element's fake tensor) to the open group of its
+        shape: the group of the pending values it reads (groups it joins are merged), or a new
+        group — independent chains are not fused side by side (a loop over many unrelated
+        streams runs slower than separate loops)."""
+        shape = tuple(root.size)
+        new, seen = [], set()
+
+        def visit(p):  # the rule's new PW nodes, operands first
+            if p in self.loop_of or id(p) in seen:
+                return
+            seen.add(id(p))
+            for i in p.inputs:
+                if isinstance(i, PW):
+                    visit(i)
+            new.append(p)
+
+        visit(root)
+        for p in new:
+            # an operand whose group closed while the rule ran was stored: read it from memory
+            p.inputs = [Load(self._stored(self.loop_of[i], i)) if isinstance(i, PW) and i in self.loop_of and self.loop_of[i].closed else i
+                        for i in p.inputs]
+        joined = []
+        for p in new:
+            for i in p.inputs:
+                lp = self.loop_of.get(i) if isinstance(i, PW) else None
+                if lp is not None and not any(lp is j for j in joined):
+                    joined.append(lp)
+        if joined:
+            loop = joined[0]
+            for other in joined[1:]:  # independent so far: one group now
+                for m in other.members:
+                    self.loop_of[m] = loop
+                loop.members += other.members
+                loop.write_backs += other.write_backs
+                for node in [n for n, lp in self.written_back.items() if lp is other]:
+                    self.written_back[node] = loop
+                self.open.remove(other)
+        else:
+            loop = Loop(shape)
+            self.open.append(loop)
+        for p in new:
+            loop.members.append(p)
+            self.loop_of[p] = loop
+        self.nodes_of.setdefault(id(root), []).append(node)
+        self.meta_of[id(root)] = node.meta["val"] if meta is None else meta
+        if meta is None:
+            self.values[node] = root
+
+    def close(self, loop: Loop):
+        """Emits the group as a step here; stores each value used outside it."""
+        loop.closed = True
+        if any(loop is lp for lp in self.open):
+            self.open.remove(loop)
+        members = set(map(id, loop.members))
+
+        def inside(u):  # the user's value (or, for a list, one of its elements) is in the group
+            if u in self.written_back:  # a copy_ into an input, done by this group's write-back
+                return self.written_back[u] is loop
+            v = self.values.get(u)
+            return any(id(e) in members for e in v) if isinstance(v, (tuple, list)) else id(v) in members
+
+        for m in loop.members:
+            nodes = self.nodes_of.get(id(m), [])
+            if any(not inside(u) for n in nodes for u in n.users):
+                loop.stores.append((m, self.fresh_ref(self.meta_of[id(m)])))
+        loop.stores += loop.write_backs
+        if loop.stores:
+            self.prog.steps.append(loop)
+
+    def close_all(self):
+        for loop in list(self.open):
+            self.close(loop)
+
+    # ---------------------------------------------------------------- the walk
+
+    def run(self) -> Program:
+        nplace = 0
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self.placeholder(node, nplace)
+                nplace += 1
+            elif node.op == "call_function":
+                self.call(node)
+            elif node.op == "output":
+                self.output(node)
+            elif node.op == "get_attr":
+                self.constant(node)
+            else:
+                raise UnsupportedOp(node, f"(FX op {node.op}) is not supported by the neuron compiler")
+        return self.prog
+
+    def placeholder(self, node, index):
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            if any(not isinstance(s, int) for s in val.shape) or any(not isinstance(s, int) for s in val.stride()):
+                raise DynamicShapes()
+            b = self.new_buffer("input", val.dtype, val.shape, val.stride(), input_index=index)
+            self.values[node] = TRef(b, val.dtype, tuple(val.shape), tuple(val.stride()), 0)
+            self.prog.inputs.append(b)
+            if val.device.type == "neuron" and self.prog.device is None:
+                self.prog.device = val.device
+        else:
+            if isinstance(val, torch.SymInt):
+                raise DynamicShapes()
+            self.values[node] = val
+            self.prog.inputs.append(None)
+
+    def constant(self, node):
+        """A tensor the graph holds (a constant lifted by tracing): a buffer of its own."""
+        val = getattr(self.gm, node.target)
+        if not isinstance(val, torch.Tensor):
+            self.values[node] = val
+            return
+        b = self.new_buffer("const", val.dtype, val.shape, val.stride())
+        self.prog.consts[b.id] = val
+        self.values[node] = TRef(b, val.dtype, tuple(val.shape), tuple(val.stride()), 0)
+
+    def call(self, node):
+        target = node.target
+        out = node.meta.get("val")
+        # sizes and other Python numbers (a specialised symbolic graph): fold into the users
+        node.args, node.kwargs = tree_map(self._number_of, (node.args, node.kwargs))
+        if isinstance(out, (bool, int, float)) and not isinstance(out, torch.SymInt):
+            self.values[node] = out
+            return
+        if target in _ASSERTS:
+            return
+        if target is operator.getitem:
+            v = self.values[node] = self.values[node.args[0]][node.args[1]]
+            if isinstance(v, PW):
+                self.nodes_of[id(v)].append(node)
+            return
+        if isinstance(out, torch.Tensor) and self.prog.device is None and out.device.type == "neuron":
+            self.prog.device = out.device
+        if target in (aten.detach.default, aten.alias.default, aten.lift_fresh.default) and \
+                isinstance(self.values.get(node.args[0]), (TRef, PW)):
+            v = self.values[node] = self.values[node.args[0]]
+            if isinstance(v, PW):
+                self.nodes_of[id(v)].append(node)
+            return
+        if isinstance(target, torch._ops.OpOverload) and target.__name__.startswith("_foreach_") and \
+                self.foreach(node):
+            return
+        if target is aten.copy_.default and self.copy_into_input(node):
+            return
+        rule = RULES.get(target)
+        if rule is not None and isinstance(out, torch.Tensor) and out.device.type == "neuron":
+            self.cur_shape = tuple(out.shape)
+            pw = rule(self, node, out)
+            self.cur_shape = None
+            if pw is not None:
+                self.add_pointwise(pw, node)
+                return
+        if _is_view(target) and self.view(node):
+            return
+        lower = externs.LOWERINGS.get(target)
+        if lower is not None and lower(self, node):
+            return
+        self.eager(node)
+
+    def foreach(self, node) -> bool:
+        """``_foreach_<op>`` as the single-tensor op's rule per element: the elements join the
+        fusion groups of their shapes (an optimizer step becomes one loop per parameter shape)."""
+        single = foreach_single(node.target)
+        outs = node.meta.get("val")
+        if single is None or not isinstance(outs, (list, tuple)) or \
+                any(not isinstance(o, torch.Tensor) or o.device.type != "neuron" for o in outs):
+            return False
+        rule = RULES[single[0]]
+        n = len(outs)
+        def as_list(a):  # a Tensor[] argument: a list of nodes, or a node whose value is a list
+            if isinstance(a, torch.fx.Node) and isinstance(self.values.get(a), (list, tuple)):
+                return list(self.values[a])
+            if isinstance(a, (list, tuple)) and len(a) == n and all(isinstance(e, torch.fx.Node) for e in a):
+                return a
+            return None
+
+        lists = [as_list(a) for a in node.args]
+        pws = []
+        for i in range(n):
+            args = [lst[i] if lst is not None else a for a, lst in zip(node.args, lists)]
+            args, extra = single[1](args, i)
+            stub = _Stub(args, {**node.kwargs, **extra}, outs[i])
+            self.cur_shape = tuple(outs[i].shape)
+            pw = rule(self, stub, outs[i])
+            self.cur_shape = None
+            if pw is None:
+                return False  # nothing was added yet: the whole op runs eagerly
+            pws.append(pw)
+        for pw, meta in zip(pws, outs):
+            self.add_pointwise(pw, node, meta)
+        self.values[node] = tuple(pws)
+        return True
+
+    def copy_into_input(self, node) -> bool:
+        """``copy_(input, value)`` (an input mutation kept in an inference graph): the value's
+        group writes it straight into the input's memory, else a runtime copy does."""
+        dst_node, src = node.args[:2]
+        dst = self.values.get(dst_node)
+        if not isinstance(dst, TRef) or dst.buf.kind != "input" or dst_node.meta["val"].device.type != "neuron":
+            return False  # (host tensors are updated by the host: an eager step)
+        v = self.values[src] if isinstance(src, torch.fx.Node) else src
+        self.values[node] = dst
+        for lp in list(self.open):  # earlier readers of the input go first
+            if lp is not self.loop_of.get(v) and any(r.buf is dst.buf for r in lp.refs()):
+                self.close(lp)
+        loop = self.loop_of.get(v) if isinstance(v, PW) else None
+        same_layout = loop is not None and all(r.buf is not dst.buf or (r.stride, r.offset) == (dst.stride, dst.offset)
+                                               for r in loop.refs())
+        if loop is not None and not loop.closed and tuple(v.size) == dst.size and v.dtype == dst.dtype and same_layout:
+            loop.write_backs.append((v, dst))  # each element is read before it is written
+            self.written_back[node] = loop
+            return True
+        src_ref = self.ref(src)
+        emit = lambda a: [c_tensor("dst", a(dst), dst.size, dst.stride, dst.dtype),  # noqa: E731
+                          c_tensor("src", a(src_ref), dst.size, broadcast_strides(src_ref, dst.size), src_ref.dtype),
+                          'VNC_JIT_TRY(vnc_rt->copy(s, "aten::copy_", &dst, &src));']
+        self.prog.steps.append(Extern("aten::copy_", emit, [src_ref], [dst]))
+        return True
+
+    def _number_of(self, x):
+        if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), (bool, int, float)):
+            return self.values[x]
+        return x
+
+    def view(self, node) -> bool:
+        src = node.args[0]
+        out = node.meta["val"]
+        if not isinstance(src, torch.fx.Node) or not isinstance(src.meta.get("val"), torch.Tensor):
+            return False
+        base_meta = src.meta["val"]
+        metas = out if isinstance(out, (list, tuple)) else [out]
+        if any(not isinstance(m, torch.Tensor) or m.dtype != base_meta.dtype for m in metas):
+            return False
+        base = self.ref(src)
+
+        def one(m):
+            return TRef(base.buf, m.dtype, tuple(m.shape), tuple(m.stride()),
+                        base.offset + m.storage_offset() - base_meta.storage_offset())
+
+        self.values[node] = tuple(one(m) for m in metas) if isinstance(out, (list, tuple)) else one(out)
+        return True
+
+    def eager(self, node, fn=None, name=None):
+        """An Eager step running `node` (or `fn` with its arguments) through the dispatcher."""
+        target = node.target
+        if fn is None and isinstance(target, torch._ops.OpOverload) and not has_native_kernel(target):
+            raise UnsupportedOp(node, "has no native neuron kernel, no lowering and no decomposition "
+                                      "(eager mode would run it through the CPU fallback)")
+
+        def arg(x):
+            if isinstance(x, torch.fx.Node):
+                v = self.values[x]
+                if isinstance(v, PW):
+                    return self.ref(x)
+                return v
+            return x
+
+        args = tree_map(arg, node.args)
+        kwargs = tree_map(arg, node.kwargs)
+        out = node.meta.get("val")
+        outs = tree_map(lambda m: self.fresh_ref(m, "eager") if isinstance(m, torch.Tensor) else m, out)
+        name = name or _op_name(target)
+        self.prog.steps.append(Eager(name, fn or target, args, kwargs, outs, node))
+        metas = [m for m in tree_leaves(out) if isinstance(m, torch.Tensor)]
+        on_host = metas and all(m.device.type == "cpu" for m in metas)
+        (self.prog.host_ops if on_host else self.prog.eager_ops).append(name)
+        self.values[node] = outs
+
+    def output(self, node):
+        def out(x):
+            if isinstance(x, torch.fx.Node):
+                v = self.values[x]
+                return self.ref(x) if isinstance(v, PW) else v
+            return x
+
+        self.prog.outputs = tree_map(out, node.args[0])
+        self.close_all()
+
+
+class _Stub:
+    """What a pointwise rule reads of a node (args, kwargs, meta), for one element of a
+    ``_foreach_`` op."""
+
+    def __init__(self, args, kwargs, meta):
+        self.args, self.kwargs, self.meta = tuple(args), kwargs, {"val": meta}
+
+
+def _per_element(scalar_list_pos=None):
+    """Element i's (args, extra kwargs): the ScalarList argument, if any, taken element-wise."""
+    def pick(args, i):
+        if scalar_list_pos is not None and len(args) > scalar_list_pos and isinstance(args[scalar_list_pos], (list, tuple)):
+            args = list(args)
+            args[scalar_list_pos] = args[scalar_list_pos][i]
+        return args, {}
+
+    return pick
+
+
+def foreach_single(op):
+    """(single-tensor overload with a lowering rule, argument mapping) of a ``_foreach_`` op,
+    or None. ``.Scalar``/``.List``/``.ScalarList`` map to the ``.Tensor`` (or default) overload
+    with the element (or the number) as operand."""
+    base = op.__name__[len("_foreach_"):].split(".")[0]
+    ov = op._overloadname
+    packet = getattr(aten, base, None)
+    if packet is None:
+        return None
+    if base in ("addcmul", "addcdiv"):  # the foreach op's positional value is the op's keyword
+        if packet.default not in RULES or ov not in ("Scalar", "ScalarList"):
+            return None
+        return packet.default, lambda args, i: (list(args[:3]), {"value": args[3][i] if ov == "ScalarList" else
+                                                                 (args[3] if len(args) > 3 else 1)})
+    if base == "lerp":
+        single = packet.Scalar if ov == "Scalar" else packet.Tensor if ov == "List" else None
+        return (single, _per_element()) if single in RULES else None
+    for cand in ("Tensor", "default"):
+        single = getattr(packet, cand, None)
+        if single in RULES:
+            return single, _per_element(1 if ov == "ScalarList" else None)
+    return None
+
+
+class DynamicShapes(Exception):
+    """The graph has symbolic sizes (compiled graphs are static; see the backend)."""
+
+
+def lower(gm: torch.fx.GraphModule, donated=()) -> Program:
+    """Lowers `gm`; `donated`: input positions AOTAutograd donates (saved activations of a
+    backward graph that nothing else holds)."""
+    prog = Lowerer(gm).run()
+    prog.donated = set(donated or ())
+    return prog
