@@ -701,7 +701,7 @@ NEURON_LIBRARY_IMPL(m) {
   REG2("tanh_backward", "tanh_backward.grad_input", structured_tanh_backward, Plain<VNC_EW_tanh_backward>, T)
   REG2("threshold_backward", "threshold_backward.grad_input", structured_threshold_backward,
        OneScalar<VNC_EW_threshold_backward>, T, S)
-  REG3("softplus", "softplus_", "softplus.out", structured_softplus, Softplus, S, S)
+  REG2("softplus", "softplus.out", structured_softplus, Softplus, S, S)  // ATen has no softplus_
   REG2("softplus_backward", "softplus_backward.grad_input", structured_softplus_backward, Softplus, T, S, S)
   REG3("leaky_relu", "leaky_relu_", "leaky_relu.out", structured_leaky_relu, OneScalar<VNC_EW_leaky_relu>, S)
   REG2("leaky_relu_backward", "leaky_relu_backward.grad_input", structured_leaky_relu_backward,

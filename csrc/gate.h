@@ -20,6 +20,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -78,6 +79,13 @@ void note_native_dtypes(const std::string& schema_name, DtypeSet native);
 // ("aten::<schema name>", native dtypes) for every kernel registered with a dtype set.
 std::vector<std::pair<std::string, std::vector<at::ScalarType>>> native_dtype_table();
 
+// Coverage recording (the conformance harness): while on, every gated kernel notes its schema
+// name when called. Off, it costs one relaxed atomic load per call.
+inline std::atomic<bool> g_coverage_on{false};
+void note_reached(const std::string& schema_name);
+// Schema names noted since the last call ("aten::add.Tensor"); clears the record.
+std::vector<std::string> take_reached();
+
 // The dtype of the first tensor argument (Undefined if none).
 inline at::ScalarType first_tensor_dtype() { return at::ScalarType::Undefined; }
 template <class A, class... Rest>
@@ -105,6 +113,7 @@ struct Gate<Ret(Args...), func> {
   // any work.
   static auto kernel(std::string schema_name, DtypeSet native) {
     return [schema_name, native](Args... args) -> Ret {
+      if (C10_UNLIKELY(g_coverage_on.load(std::memory_order_relaxed))) note_reached(schema_name);
       if (native != kAnyDtype) {
         const at::ScalarType dt = first_tensor_dtype(args...);
         if (dt != at::ScalarType::Undefined && !in_set(native, dt))

@@ -274,6 +274,23 @@ PyObject* py_fallback_ops(PyObject*, PyObject*) {
 
 PyObject* py_fallback_total(PyObject*, PyObject*) { return PyLong_FromLongLong(fallback_op_total()); }
 
+// Coverage recording for the conformance harness: _set_coverage(on) turns it on or off;
+// _take_reached() returns the registered overloads called since the last take ("aten::x.y").
+PyObject* py_set_coverage(PyObject*, PyObject* on) {
+  g_coverage_on.store(PyObject_IsTrue(on) == 1);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_take_reached(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  auto names = take_reached();
+  PyObject* l = PyList_New(static_cast<Py_ssize_t>(names.size()));
+  for (size_t i = 0; i < names.size(); i++)
+    PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyUnicode_FromString(names[i].c_str()));
+  return l;
+  END_HANDLE_TH_ERRORS
+}
+
 // {"aten::<overload>": ["float32", ...]}: the dtypes kernels registered with a dtype set run
 // natively (for the first tensor argument); other dtypes take the CPU fallback.
 PyObject* py_native_dtypes(PyObject*, PyObject*) {
@@ -396,6 +413,8 @@ PyMethodDef methods[] = {
     {"_set_rng_state", py_set_rng_state, METH_VARARGS, nullptr},
     {"_executed_ops", py_executed_ops, METH_NOARGS, nullptr},
     {"_native_dtypes", py_native_dtypes, METH_NOARGS, nullptr},
+    {"_set_coverage", py_set_coverage, METH_O, nullptr},
+    {"_take_reached", py_take_reached, METH_NOARGS, nullptr},
     {"_fallback_ops", py_fallback_ops, METH_NOARGS, nullptr},
     {"_fallback_total", py_fallback_total, METH_NOARGS, nullptr},
     {"_clear_op_tracking", py_clear_op_tracking, METH_NOARGS, nullptr},

@@ -647,11 +647,13 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 // native_dropout / its backward, composed from native ops; the mask comes from the neuron
 // Philox generator (bernoulli_), so it follows torch.manual_seed like every neuron RNG op.
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
-  // CPU draws its mask in the input's dtype, which fails for complex inputs: CPU decides.
-  NEURON_CHECK_SUPPORTED(!input.is_complex(), "dropout of complex tensors is not natively supported on neuron");
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   if ((train.has_value() && !*train) || p == 0 || input.numel() == 0)
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  // F.dropout reaches this kernel on neuron; on CPU it draws its mask with bernoulli_ in the
+  // input's dtype, which has no complex kernel: refuse complex inputs as CPU's dropout does.
+  TORCH_CHECK_NOT_IMPLEMENTED(!input.is_complex(), "\"bernoulli_\" not implemented for '", input.scalar_type(),
+                              "' (dropout draws its mask in the input's dtype)");
   if (p == 1) return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
   at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
   mask.bernoulli_(1 - p);

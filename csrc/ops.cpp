@@ -26,6 +26,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -797,6 +798,32 @@ std::map<std::string, DtypeSet>& native_dtype_map() {
   return *m;
 }
 }  // namespace
+
+namespace {
+struct Coverage {
+  std::mutex mu;
+  std::set<std::string> reached;
+};
+Coverage& coverage() {
+  static auto* c = new Coverage();  // leaked: used during teardown
+  return *c;
+}
+}  // namespace
+
+void note_reached(const std::string& schema_name) {
+  auto& c = coverage();
+  std::lock_guard<std::mutex> g(c.mu);
+  c.reached.insert(schema_name);
+}
+
+std::vector<std::string> take_reached() {
+  auto& c = coverage();
+  std::lock_guard<std::mutex> g(c.mu);
+  std::vector<std::string> out;
+  for (const auto& n : c.reached) out.push_back("aten::" + n);
+  c.reached.clear();
+  return out;
+}
 
 void note_native_dtypes(const std::string& schema_name, DtypeSet native) {
   if (native != kAnyDtype) native_dtype_map()[schema_name] = native;

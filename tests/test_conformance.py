@@ -1,23 +1,25 @@
-"""Conformance against PyTorch's own OpInfo database (op_db), the sweep of registered kernels
-by dtype. The harness is tests/conformance.py; what a check is and how results are classified
-is described there.
+"""Conformance against PyTorch's own OpInfo database (op_db): the sweep of every registered
+neuron kernel by dtype. The harness is tests/conformance.py, which describes a check and the
+classification of results (native, fallback, raise, xfail, composite).
 
 Every OpInfo whose samples reach a registered neuron kernel (found by running them, not by
 name) runs its samples on neuron and on CPU in every call form it has (functional, in-place,
-out=; non-contiguous copies; gradients of every tensor input for float32). A check passes
-when neuron returns CPU's values (torch.testing's tolerance for the dtype, looser only where
-LOOSER says why), dtype and shape, or raises the exception type CPU raises. A check counts as
-native only when no CPU fallback ran; one that fell back is reported as a fallback with the
-ops that fell back. Known differences are listed per sample, with reasons, in
-tests/conformance_xfail.txt; a listed sample that passes fails the test.
+out=, a non-contiguous copy; gradients of every tensor input for float32). A check passes when
+neuron returns CPU's values (torch.testing's tolerance for the dtype, looser only per op where
+conformance.TOLERANCE_GROUPS says why), dtype and shape, or raises the exception type CPU
+raises. A check counts as native only when no CPU fallback ran and a native kernel did; one
+that fell back is reported as a fallback with the ops that fell back. Known differences are
+listed per sample, with reasons, in tests/conformance_xfail.txt; a listed sample that passes
+fails the test. Registered overloads no OpInfo reaches have hand-written samples
+(tests/conformance_extra.py).
 
-`make test` runs a bounded slice: the OpInfos that together reach every kernel the full
-selection reaches at least twice (slice_ops), in float32 and int64, with up to 3 samples each
-chosen to cover distinct ranks, empty inputs, layouts and keyword arguments (SAMPLES).
+`make test` runs a bounded slice: the OpInfos that together reach every kernel of the full
+selection at least twice (conformance.slice_ops), in float32 and int64, with up to 3 samples
+each chosen to cover distinct ranks, empty inputs, layouts and keyword arguments (SAMPLES).
 `make conformance` (NEURON_CONFORMANCE=full) runs every selected OpInfo in every dtype of
-ALL_DTYPES, including the dtypes CPU refuses (neuron must refuse them too), and prints the
-counts per dtype and the registered overloads that no sample reached;
-NEURON_CONFORMANCE_LOG=path also appends one JSON line per (op, dtype) as it goes.
+ALL_DTYPES, including the dtypes CPU refuses (neuron must refuse them too), prints the counts
+per dtype, the fallbacks and the registered overloads no sample reached, and checks that none
+is left; NEURON_CONFORMANCE_LOG=path appends one JSON line per (op, dtype) as it goes.
 """
 import pathlib
 
