@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import itertools
 import math
 import os
 import pathlib
@@ -128,7 +129,7 @@ TOLERANCE_GROUPS = [
      "(observed 4e-3 bfloat16, 8e-3 float16 for the chunked losses, 0.05/0.016 for batch norm)",
      {_F16: dict(rtol=1e-3, atol=1.6e-2), _BF16: dict(rtol=1.6e-2, atol=6e-2)},
      ["log_softmax", "log_softmax.with_dtype", "masked.log_softmax", "masked.logsumexp", "native_layer_norm", "nn.functional.layer_norm",
-      "native_batch_norm", "nn.functional.batch_norm", "nn.functional.batch_norm.without_cudnn",
+      "native_batch_norm", "_native_batch_norm_legit", "nn.functional.batch_norm", "nn.functional.batch_norm.without_cudnn",
       "nn.functional.instance_norm", "nn.functional.linear_cross_entropy",
       "nn.functional.linear_cross_entropy.chunked", "nn.functional.linear_cross_entropy.chunked_none"]),
     ("CPU sums the reduced-precision loss terms with roundings to the dtype; neuron sums in float32 "
@@ -445,6 +446,25 @@ def grads(op, sample):
 
 
 # ---------------------------------------------------------------- sample selection
+
+
+def samples_in(op, dtype, requires_grad=False):
+    """op's sample inputs in `dtype`. For a dtype CPU does not support for the op, op_db often
+    builds none (its generators refuse the dtype): then the samples of a dtype it supports
+    (float32 first), with every tensor of that dtype cast to `dtype`, so that CPU's refusal is
+    still compared with neuron's."""
+    supported = op.supported_dtypes("cpu")
+    try:  # lazily: max_pool2d alone has 1,440 samples
+        it = iter(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))
+        first = next(it, None)
+        return itertools.chain([] if first is None else [first], it)
+    except Exception:  # noqa: BLE001 - only where CPU does not support the dtype either
+        if dtype in supported or not supported:
+            raise
+    base = torch.float32 if torch.float32 in supported else sorted(supported, key=str)[0]
+    return (s.transform(lambda t: t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype == base else t)
+            for s in op.sample_inputs("cpu", base, requires_grad=requires_grad))
+
 
 
 def _signature(sample) -> tuple:

@@ -15,7 +15,9 @@ fails the test. Registered overloads no OpInfo reaches have hand-written samples
 
 `make test` runs a bounded slice: the OpInfos that together reach every kernel of the full
 selection at least twice (conformance.slice_ops), in float32 and int64, with up to 3 samples
-each chosen to cover distinct ranks, empty inputs, layouts and keyword arguments (SAMPLES).
+each chosen to cover distinct ranks, empty inputs, layouts and keyword arguments (SAMPLES);
+and the dtype sweep of the same OpInfos in the other 10 dtypes of ALL_DTYPES (SWEEP_DTYPES), one
+sample each in the functional form: result dtype, values, and raising where CPU raises.
 `make conformance` (NEURON_CONFORMANCE=full) runs every selected OpInfo in every dtype of
 ALL_DTYPES, including the dtypes CPU refuses (neuron must refuse them too), prints the counts
 per dtype, the fallbacks and the registered overloads no sample reached, and checks that none
@@ -32,6 +34,10 @@ from conformance_extra import CASES as EXTRA_CASES, EXEMPT
 
 FULL = C.FULL
 DTYPES = C.ALL_DTYPES if FULL else [torch.float32, torch.int64]
+# The slice's dtype sweep: every other dtype, those CPU refuses included (neuron must refuse
+# them too), one sample per (op, dtype), functional form only (bounded: about 2,000 checks).
+SWEEP_DTYPES = [] if FULL else [d for d in C.ALL_DTYPES if d not in DTYPES]
+SWEEP_SAMPLES = dict(limit=1)
 # Samples per (op, dtype): the slice takes the first of each distinct signature, up to 3; the
 # full run every signature and then further samples, up to 96 (max_pool2d alone has 1,440
 # parameter combinations); dtypes CPU refuses need only a few samples to show neuron refuses.
@@ -62,6 +68,8 @@ def _cases():
         for dtype in DTYPES:
             if FULL or dtype in supported:
                 yield pytest.param(op, dtype, id=f"{C.ident(op)}-{C.dtype_name(dtype)}")
+        for dtype in SWEEP_DTYPES:
+            yield pytest.param(op, dtype, id=f"{C.ident(op)}-{C.dtype_name(dtype)}")
 
 
 class _Checks:
@@ -96,14 +104,10 @@ _ran = set()
 def test_op_matches_cpu(op, dtype):
     _ran.add((C.ident(op), dtype))
     supported = dtype in op.supported_dtypes("cpu")
+    sweep = dtype in SWEEP_DTYPES
     torch.manual_seed(0)
-    try:
-        samples = list(C.select(op.sample_inputs("cpu", dtype, requires_grad=False),
-                                **(SAMPLES if supported else UNSUPPORTED_SAMPLES)))
-    except Exception:  # noqa: BLE001
-        if supported:
-            raise
-        pytest.skip(f"op_db builds no {C.dtype_name(dtype)} samples for {C.ident(op)} (a dtype CPU does not support)")
+    samples = list(C.select(C.samples_in(op, dtype),
+                            **(SWEEP_SAMPLES if sweep else SAMPLES if supported else UNSUPPORTED_SAMPLES)))
     checks = _Checks(op, dtype)
     with C.quiet():
         for index, sample in samples:
@@ -112,9 +116,11 @@ def test_op_matches_cpu(op, dtype):
                 for form, fn in C.forms(op, s).items():
                     if tag.endswith("nc") and form not in (("functional", "inplace") if FULL else ("functional",)):
                         continue
+                    if sweep and (tag.endswith("nc") or form != "functional"):
+                        continue
                     what = f"{C.ident(op)} {C.dtype_name(dtype)} sample {tag} {form}"
                     checks.run(tag, form, what, lambda: C.check(op, s, form, fn, what, random))
-        if dtype == torch.float32 and op.supports_autograd:
+        if dtype == torch.float32 and op.supports_autograd and not sweep:
             torch.manual_seed(0)
             for index, sample in C.select(op.sample_inputs("cpu", dtype, requires_grad=True), **GRAD_SAMPLES):
                 what = f"{C.ident(op)} {C.dtype_name(dtype)} sample {index} gradient"
