@@ -66,7 +66,7 @@ demo: .stamp-build
 
 bench: .stamp-build
 	$(PY) bench/bench_device.py
-	$(PY) bench/bench_kernels.py
+	$(PY) bench/run_tiers.py
 	$(PY) bench/bench_compile.py
 	$(PY) bench/bench_dist.py
 

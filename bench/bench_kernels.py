@@ -1,38 +1,152 @@
-"""Kernel benchmarks (issue: native C kernels), each against CPU PyTorch in the same run with
-the same thread count: sgemm 1024^3, add and GELU on 16M float32, softmax and layer_norm on
-(4096, 1024), sum over a dim of (4096, 4096), one training step of a small GPT, and the
-per-op overhead of `add` on 1-element tensors.
+"""Kernel benchmarks (issues: native C kernels; kernel speed on every CPU tier), each against
+CPU PyTorch in the same run with the same thread count: sgemm 1024^3; the elementwise ops and
+activations (and backward ops) on 16M float32; softmax / log_softmax (+ backward) over rows of
+4096; layer norm (+ backward); sums; scaled dot-product attention forward + backward at the
+main job's shapes; the main job's GPT training step, alone and beside a busy-looping process
+pinned to one CPU (contention); the per-op overhead of `add` on 1-element tensors.
 
-Run: `make bench` (or `python bench/bench_kernels.py [--json]`)."""
+The CPU tier of both sides is chosen by the environment: TORCH_NEURONX_ISA caps the neuron
+runtime's, ATEN_CPU_CAPABILITY PyTorch's (`bench/run_tiers.py` runs this once per tier the
+host supports with both set alike). The header names the CPU, both tiers and thread counts.
+
+Run: `make bench` (or `python bench/bench_kernels.py [--json] [--quick]`)."""
 import argparse
+import contextlib
 import os
+import subprocess
 import sys
 
 import torch
+import torch.nn.functional as F
 
 import torch_neuronx  # noqa: F401
-from harness import Result, cpu_sync, median_seconds, neuron_sync, print_results
+from harness import Result, best_pair, print_results
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 
+N16 = 16 << 20
+REPEAT = 5
 
-def throughput(name, make, fn, work, unit, target="", repeat=5):
-    """work: units of `unit` per call (e.g. GFLOP, GB). Ratio = neuron throughput / CPU."""
+
+def throughput(name, make, fn, work, unit, target="", repeat=None):
+    """work: units of `unit` per call (e.g. GB). Ratio = neuron throughput / CPU's."""
+    repeat = repeat or REPEAT
     args_cpu = make("cpu")
     args_dev = make("neuron")
-    t_cpu = median_seconds(lambda: fn(*args_cpu), cpu_sync, repeat=repeat)
-    t_dev = median_seconds(lambda: fn(*args_dev), neuron_sync, repeat=repeat)
+    t_cpu, t_dev = best_pair(lambda: fn(*args_cpu), lambda: fn(*args_dev), repeat=repeat)
     return Result(name, unit, work / t_dev, work / t_cpu, t_cpu / t_dev, target)
 
 
-def gpt_step() -> Result:
+def timed(name, make, fn, target="", repeat=None):
+    """Time per call in ms; ratio = CPU time / neuron time."""
+    repeat = repeat or REPEAT
+    args_cpu = make("cpu")
+    args_dev = make("neuron")
+    t_cpu, t_dev = best_pair(lambda: fn(*args_cpu), lambda: fn(*args_dev), repeat=repeat)
+    return Result(name, "ms", t_dev * 1e3, t_cpu * 1e3, t_cpu / t_dev, target)
+
+
+def randn(*shape, seed=0):
+    """A maker of one seeded standard-normal tensor on a device."""
+    return lambda device: torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(device)
+
+
+def args(*makers):
+    """A maker of the argument tuple (one tensor per maker)."""
+    return lambda device: tuple(m(device) for m in makers)
+
+
+def elementwise() -> list[Result]:
+    """Unary ops: read 4 bytes and write 4 per element; binary backward ops read 8."""
+    gb1, gb2, gb3 = 2 * 4 * N16 / 1e9, 3 * 4 * N16 / 1e9, 3 * 4 * N16 / 1e9
+    one = lambda d: (torch.randn(N16, generator=torch.Generator().manual_seed(0)).to(d),)  # noqa: E731
+    pos = lambda d: (torch.rand(N16, generator=torch.Generator().manual_seed(0)).add_(0.01).to(d),)  # noqa: E731
+    two = lambda d: (torch.randn(N16, generator=torch.Generator().manual_seed(0)).to(d),  # noqa: E731
+                     torch.randn(N16, generator=torch.Generator().manual_seed(1)).to(d))
+    t = ">= 0.9"
+    unary = [
+        ("relu", one, torch.relu), ("exp", one, torch.exp), ("expm1", one, torch.expm1),
+        ("log", pos, torch.log), ("log1p", pos, torch.log1p), ("sigmoid", one, torch.sigmoid),
+        ("silu", one, F.silu), ("tanh", one, torch.tanh), ("erf", one, torch.erf),
+        ("gelu (erf)", one, F.gelu), ("gelu (tanh)", one, lambda x: F.gelu(x, approximate="tanh")),
+        ("softplus", one, F.softplus), ("mish", one, F.mish),
+        ("pow(x, 2)", one, lambda x: torch.pow(x, 2)), ("pow(x, 0.5)", pos, lambda x: torch.pow(x, 0.5)),
+        ("pow(x, -1)", pos, lambda x: torch.pow(x, -1)),
+    ]
+    binary = [
+        ("add", two, torch.add),
+        ("gelu_backward (erf)", two, lambda g, x: torch.ops.aten.gelu_backward(g, x)),
+        ("gelu_backward (tanh)", two, lambda g, x: torch.ops.aten.gelu_backward(g, x, approximate="tanh")),
+        ("silu_backward", two, torch.ops.aten.silu_backward),
+        ("tanh_backward", two, torch.ops.aten.tanh_backward),
+        ("sigmoid_backward", two, torch.ops.aten.sigmoid_backward),
+    ]
+    res = [throughput(f"{n}, 16M float32", m, f, gb1, "GB/s", t) for n, m, f in unary]
+    res += [throughput(f"{n}, 16M float32", m, f, gb2 if n == "add" else gb3, "GB/s", t) for n, m, f in binary]
+    return res
+
+
+def rows_and_norms() -> list[Result]:
+    gb = 2 * 4 * N16 / 1e9
+    t = ">= 0.9"
+
+    def sm_bwd(log):
+        def make(d):
+            x = randn(4096, 4096)(d)
+            y = torch.log_softmax(x, -1) if log else torch.softmax(x, -1)
+            return randn(4096, 4096, seed=1)(d), y
+        fn = torch.ops.aten._log_softmax_backward_data if log else torch.ops.aten._softmax_backward_data
+        return make, lambda g, y: fn(g, y, -1, torch.float32)
+
+    def ln_bwd_make(d):
+        x, w, b = randn(4096, 1024)(d), torch.ones(1024, device=d), torch.zeros(1024, device=d)
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, (1024,), w, b, 1e-5)
+        return randn(4096, 1024, seed=1)(d), x, mean, rstd, w, b
+
+    def ln_bwd(g, x, mean, rstd, w, b):
+        return torch.ops.aten.native_layer_norm_backward(g, x, (1024,), mean, rstd, w, b, [True, True, True])
+
+    smb, smb_fn = sm_bwd(False)
+    lsmb, lsmb_fn = sm_bwd(True)
+    return [
+        throughput("softmax, rows of 4096 (4096 rows)", args(randn(4096, 4096)), lambda x: torch.softmax(x, -1), gb, "GB/s", t),
+        throughput("log_softmax, rows of 4096", args(randn(4096, 4096)), lambda x: torch.log_softmax(x, -1), gb, "GB/s", t),
+        throughput("softmax backward, rows of 4096", smb, smb_fn, 1.5 * gb, "GB/s", t),
+        throughput("log_softmax backward, rows of 4096", lsmb, lsmb_fn, 1.5 * gb, "GB/s", t),
+        throughput("softmax (4096, 1024)", args(randn(4096, 1024)), lambda x: torch.softmax(x, -1), gb / 4, "GB/s", t),
+        throughput("layer_norm (4096, 1024)",
+                   lambda d: (randn(4096, 1024)(d), torch.ones(1024, device=d), torch.zeros(1024, device=d)),
+                   lambda x, w, b: F.layer_norm(x, (1024,), w, b), gb / 4, "GB/s", t),
+        throughput("layer_norm backward (4096, 1024)", ln_bwd_make, ln_bwd, 1.5 * gb / 4, "GB/s", t),
+        throughput("sum of all, 16M float32", args(randn(N16)), torch.sum, gb / 2, "GB/s", t),
+        throughput("mean over dim 1 of (4096, 4096)", args(randn(4096, 4096)), lambda x: x.mean(1), gb / 2, "GB/s", t),
+        throughput("sum over dim 0 of (4096, 4096)", args(randn(4096, 4096)), lambda x: x.sum(0), gb / 2, "GB/s", t),
+    ]
+
+
+def attention() -> Result:
+    """SDPA forward + backward at the main job's shapes: batch 16, 4 heads, 64 x 32, causal."""
+    def make(d):
+        q, k, v = (randn(16, 4, 64, 32, seed=i)(d).requires_grad_() for i in range(3))
+        return q, k, v, randn(16, 4, 64, 32, seed=3)(d)
+
+    def step(q, k, v, g):
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        dq, dk, dv = torch.autograd.grad(y, (q, k, v), g)
+
+    return timed("SDPA fwd+bwd (16, 4, 64, 32), causal", make, step, "neuron time <= 1.0x CPU (ratio >= 1.0)",
+                 repeat=20)
+
+
+def gpt_step_fn():
     from tiny_gpt import TinyGPT  # noqa: E402
 
     def make(device):
         torch.manual_seed(0)
-        model = TinyGPT(vocab=96, d=128, layers=2, heads=4, block=64).to(device)
+        model = TinyGPT(vocab=96, d=128, layers=4, heads=4, block=64).to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        idx = torch.randint(0, 96, (8, 64)).to(device)
+        g = torch.Generator().manual_seed(0)
+        idx = torch.randint(0, 96, (16, 65), generator=g).to(device)
         return model, opt, idx
 
     def step(model, opt, idx):
@@ -41,38 +155,58 @@ def gpt_step() -> Result:
         loss.backward()
         opt.step()
 
-    cpu, dev = make("cpu"), make("neuron")
-    t_cpu = median_seconds(lambda: step(*cpu), cpu_sync, repeat=5)
-    t_dev = median_seconds(lambda: step(*dev), neuron_sync, repeat=5)
-    return Result("GPT training step (2 layers, d=128, 8x63 tokens)", "ms", t_dev * 1e3, t_cpu * 1e3, t_cpu / t_dev,
-                  "neuron time <= 1.2x CPU (ratio >= 0.83)")
+    return make, step
+
+
+@contextlib.contextmanager
+def busy_neighbour():
+    """A busy-looping process pinned to the last CPU, for the duration."""
+    cpu = (os.cpu_count() or 1) - 1
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                         preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    try:
+        yield
+    finally:
+        p.kill()
+        p.wait()
+
+
+def gpt_step(contention: bool) -> Result:
+    make, step = gpt_step_fn()
+    name = "GPT step (4 layers, d=128, 16x64)" + (", busy neighbour" if contention else "")
+    ctx = busy_neighbour() if contention else contextlib.nullcontext()
+    with ctx:
+        return timed(name, make, step, "neuron time <= 1.0x CPU (ratio >= 1.0)")
 
 
 def main() -> None:
+    global REPEAT
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    n16 = 16 << 20
-    results = [
-        throughput("sgemm 1024x1024x1024", lambda d: (torch.randn(1024, 1024, device=d), torch.randn(1024, 1024, device=d)),
-                   torch.mm, 2 * 1024 ** 3 / 1e9, "GFLOP/s", ">= 0.9"),
-        throughput("add, 16M float32", lambda d: (torch.randn(n16, device=d), torch.randn(n16, device=d)),
-                   torch.add, 3 * 4 * n16 / 1e9, "GB/s", ">= 0.9"),
-        throughput("GELU, 16M float32", lambda d: (torch.randn(n16, device=d),), torch.nn.functional.gelu,
-                   2 * 4 * n16 / 1e9, "GB/s", ">= 0.9"),
-        throughput("softmax (4096, 1024)", lambda d: (torch.randn(4096, 1024, device=d),), lambda x: torch.softmax(x, -1),
-                   2 * 4 * 4096 * 1024 / 1e9, "GB/s", ">= 0.8"),
-        throughput("layer_norm (4096, 1024)",
-                   lambda d: (torch.randn(4096, 1024, device=d), torch.ones(1024, device=d), torch.zeros(1024, device=d)),
-                   lambda x, w, b: torch.nn.functional.layer_norm(x, (1024,), w, b), 2 * 4 * 4096 * 1024 / 1e9, "GB/s", ">= 0.8"),
-        throughput("sum over dim 1 of (4096, 4096)", lambda d: (torch.randn(4096, 4096, device=d),), lambda x: x.sum(1),
-                   4 * 4096 * 4096 / 1e9, "GB/s"),
-        gpt_step(),
-    ]
-    import bench_device  # per-op overhead, shared with the device benchmarks
+    parser.add_argument("--quick", action="store_true", help="3 runs per figure instead of 5")
+    parser.add_argument("--only", default="", help="comma-separated groups: gemm,ew,rows,attn,gpt,overhead")
+    opts = parser.parse_args()
+    if opts.quick:
+        REPEAT = 3
+    groups = set(opts.only.split(",")) if opts.only else {"gemm", "ew", "rows", "attn", "gpt", "overhead"}
+    results = []
+    if "gemm" in groups:
+        results.append(throughput("sgemm 1024x1024x1024",
+                                  args(randn(1024, 1024), randn(1024, 1024, seed=1)),
+                                  torch.mm, 2 * 1024 ** 3 / 1e9, "GFLOP/s", ">= 0.9"))
+    if "ew" in groups:
+        results += elementwise()
+    if "rows" in groups:
+        results += rows_and_norms()
+    if "attn" in groups:
+        results.append(attention())
+    if "gpt" in groups:
+        results += [gpt_step(False), gpt_step(True)]
+    if "overhead" in groups:
+        import bench_device  # per-op overhead, shared with the device benchmarks
 
-    results.append(bench_device.add_overhead())
-    print_results("neuron kernel benchmarks", results, args.json)
+        results.append(bench_device.add_overhead())
+    print_results("neuron kernel benchmarks", results, opts.json)
 
 
 if __name__ == "__main__":

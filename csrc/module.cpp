@@ -4,6 +4,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
+
 #include "neuron.h"
 #include "gate.h"
 
@@ -78,6 +80,22 @@ PyObject* py_is_initialized(PyObject*, PyObject*) { return PyBool_FromLong(vnc_i
 PyObject* py_in_bad_fork(PyObject*, PyObject*) { return PyBool_FromLong(vnc_in_bad_fork()); }
 PyObject* py_launch_blocking(PyObject*, PyObject*) { return PyBool_FromLong(vnc_launch_blocking()); }
 PyObject* py_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(vnc_num_threads()); }
+PyObject* py_cpu_isa(PyObject*, PyObject*) { return PyUnicode_FromString(vnc_cpu_isa()); }
+
+PyObject* py_set_num_threads(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  long n = PyLong_AsLong(arg);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  check(vnc_set_num_threads(static_cast<int>(std::max(-1L, std::min(n, 1L << 20)))));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_cpu_isa_supported(PyObject*, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (!name) return nullptr;
+  return PyBool_FromLong(vnc_cpu_isa_supported(name));
+}
 
 PyObject* py_init(PyObject*, PyObject*) {
   HANDLE_TH_ERRORS
@@ -394,6 +412,9 @@ PyMethodDef methods[] = {
     {"_in_bad_fork", py_in_bad_fork, METH_NOARGS, nullptr},
     {"_launch_blocking", py_launch_blocking, METH_NOARGS, nullptr},
     {"_num_threads", py_num_threads, METH_NOARGS, nullptr},
+    {"_set_num_threads", py_set_num_threads, METH_O, nullptr},
+    {"_isa", py_cpu_isa, METH_NOARGS, nullptr},
+    {"_cpu_isa_supported", py_cpu_isa_supported, METH_O, nullptr},
     {"_init", py_init, METH_NOARGS, nullptr},
     {"_get_device", py_get_device, METH_NOARGS, nullptr},
     {"_set_device", py_set_device, METH_O, nullptr},

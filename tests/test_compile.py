@@ -259,6 +259,53 @@ def test_compiled_optimizer_step(opt_cls, kw):
     assert torch_neuronx.get_fallback_ops() == []
 
 
+def _hf_models():
+    from transformers import (BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                              LlamaForCausalLM)
+
+    ids = lambda: torch.randint(0, 100, (2, 16))  # noqa: E731
+    return {
+        "gpt2": (lambda: GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=100, n_positions=64,
+                                                    bos_token_id=0, eos_token_id=0)),
+                 lambda: dict(input_ids=ids(), labels=ids())),
+        "bert": (lambda: BertForSequenceClassification(BertConfig(num_hidden_layers=2, num_attention_heads=2,
+                                                                  hidden_size=64, intermediate_size=128, vocab_size=100,
+                                                                  num_labels=3)),
+                 lambda: dict(input_ids=ids(), attention_mask=torch.ones(2, 16, dtype=torch.long),
+                              labels=torch.randint(0, 3, (2,)))),
+        "llama": (lambda: LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                                       hidden_size=64, intermediate_size=128, vocab_size=100)),
+                  lambda: dict(input_ids=ids(), labels=ids())),
+    }
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_hugging_face_models_train_like_eager(name):
+    """Tiny Hugging Face models built from configs (no download): compiled loss and gradients
+    equal eager's bit for bit, with no CPU fallback."""
+    make, batch = _hf_models()[name]
+    torch.manual_seed(0)
+    model = make().to("neuron").train()
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+    inputs = {k: v.to("neuron") for k, v in batch().items()}
+    params = [p for p in model.parameters() if p.requires_grad]
+    want = model(**inputs).loss
+    gw = torch.autograd.grad(want, params, allow_unused=True)
+    got = torch.compile(model, backend="neuron")(**inputs).loss
+    gg = torch.autograd.grad(got, params, allow_unused=True)
+    assert_bitwise_equal(got, want)
+    for a, b in zip(gw, gg):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert_bitwise_equal(b, a)
+    assert_compiled(allow_eager={"aten::constant_pad_nd", "aten::_safe_softmax", "aten::tril", "aten::gather",
+                                 "aten::index.Tensor", "aten::_scaled_dot_product_fused_attention_overrideable",
+                                 "aten::_scaled_dot_product_fused_attention_overrideable_backward"})
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def test_transformer_encoder_layer(neuron):
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).to(neuron)
@@ -517,7 +564,8 @@ def _run_cache_script(cache, n=1):
 def test_two_processes_compile_at_once_then_a_third_hits_the_cache(tmp_path):
     first = _run_cache_script(tmp_path, n=2)  # concurrent cold compiles of the same graphs
     assert first[0]["loss"] == first[1]["loss"]
-    assert all(r["compiles"] >= 1 for r in first)
+    # at least one compiled; the other compiled too, or found what the first had stored
+    assert sum(r["compiles"] for r in first) >= 1
     again = _run_cache_script(tmp_path)[0]
     assert again["compiles"] == 0 and all(again["hits"]), again
     assert again["loss"] == first[0]["loss"]

@@ -66,10 +66,59 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_storage=True, unsupported_dtype=None
     )
     _install_print_hook()
+    _follow_torch_threads()
     from . import distributed as _distributed  # the torch.distributed backend "neuron"
 
     _distributed._register_backend()
     _registered = True
+
+
+def _follow_torch_threads() -> None:
+    """Keep the runtime's kernel threads equal to PyTorch's intra-op threads.
+
+    ``torch.get_num_threads()`` already reflects ``OMP_NUM_THREADS`` (torchrun sets 1 per rank);
+    ``torch.set_num_threads`` is wrapped so later changes reach the runtime too.
+    ``TORCH_NEURONX_NUM_THREADS``, when set, wins over both.
+    """
+    import os
+
+    if not os.environ.get("TORCH_NEURONX_NUM_THREADS"):
+        _C._set_num_threads(torch.get_num_threads())
+    original = torch.set_num_threads
+    if getattr(original, "_neuron_follows", False):
+        return
+
+    def set_num_threads(num: int) -> None:
+        original(num)
+        if not os.environ.get("TORCH_NEURONX_NUM_THREADS"):
+            _C._set_num_threads(torch.get_num_threads())
+
+    set_num_threads.__doc__ = original.__doc__
+    set_num_threads.__name__ = "set_num_threads"
+    set_num_threads._neuron_follows = True  # type: ignore[attr-defined]
+    torch.set_num_threads = set_num_threads
+
+
+def get_num_threads() -> int:
+    """Threads the neuron runtime's kernels use (the caller's thread included).
+
+    Equals ``torch.get_num_threads()`` (so ``OMP_NUM_THREADS`` and ``torch.set_num_threads``
+    apply) unless ``TORCH_NEURONX_NUM_THREADS`` is set. BLAS inside the runtime uses as many.
+    """
+    return _C._num_threads()
+
+
+def get_cpu_isa() -> str:
+    """The CPU tier of the runtime's kernels: ``"avx512"``, ``"avx2"`` or ``"baseline"``.
+
+    Chosen when the runtime initialises (this call initialises it): the best tier of this CPU,
+    capped by ``TORCH_NEURONX_ISA=avx512|avx2|baseline``. Every tier computes the same bits.
+
+    Raises:
+        RuntimeError: ``TORCH_NEURONX_ISA`` is set to another value.
+    """
+    _C._init()
+    return _C._isa()
 
 
 def _install_print_hook() -> None:

@@ -16,7 +16,8 @@ static char table_error[256] = "";
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int initialized = 0;
 static atomic_int bad_fork = 0;
-static int pool_threads = 1;
+static atomic_int pool_threads = 1;
+static atomic_int threads_override = 0; /* vnc_set_num_threads before init */
 static int launch_blocking = 0;
 static _Thread_local int current_device = 0;
 
@@ -149,11 +150,16 @@ static void after_fork_child(void) {
   pthread_mutex_init(&init_lock, NULL);
 }
 
+/* TORCH_NEURONX_NUM_THREADS, else OMP_NUM_THREADS (what torchrun sets per rank and what
+ * PyTorch's own pool follows), else the online CPUs. */
 static int read_num_threads(void) {
-  const char *env = getenv("TORCH_NEURONX_NUM_THREADS");
-  if (env && *env) {
-    long v = strtol(env, NULL, 10);
-    if (v >= 1 && v <= 1024) return (int)v;
+  const char *vars[2] = {"TORCH_NEURONX_NUM_THREADS", "OMP_NUM_THREADS"};
+  for (int i = 0; i < 2; i++) {
+    const char *env = getenv(vars[i]);
+    if (env && *env) {
+      long v = strtol(env, NULL, 10);
+      if (v >= 1 && v <= 1024) return (int)v;
+    }
   }
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
@@ -169,13 +175,18 @@ vnc_status vnc_init(void) {
   if (n == 0) return vnc_set_error(VNC_ERR_INVALID_DEVICE, "no neuron device: %s", table_error);
   pthread_mutex_lock(&init_lock);
   if (!atomic_load(&initialized)) {
+    char err[160];
+    if (vnc_tier_init(err, sizeof err) != 0) {
+      pthread_mutex_unlock(&init_lock);
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s", err);
+    }
     static int atfork_registered = 0;
     if (!atfork_registered) {
       pthread_atfork(NULL, NULL, after_fork_child);
       atfork_registered = 1;
     }
-    pool_threads = read_num_threads();
-    vnc_threadpool_init(pool_threads);
+    const int want = atomic_load(&threads_override) > 0 ? atomic_load(&threads_override) : read_num_threads();
+    atomic_store(&pool_threads, vnc_threadpool_resize(want));
     for (int d = 0; d < n; d++) {
       vnc_memory_init_device(d);
       vnc_stream_init_device(d);
@@ -203,4 +214,17 @@ int vnc_launch_blocking(void) {
   return launch_blocking;
 }
 
-int vnc_num_threads(void) { return vnc_is_initialized() ? pool_threads : read_num_threads(); }
+int vnc_num_threads(void) {
+  const int set = atomic_load(&threads_override);
+  return vnc_is_initialized() ? atomic_load(&pool_threads) : set > 0 ? set : read_num_threads();
+}
+
+vnc_status vnc_set_num_threads(int n) {
+  if (n < 1 || n > 1024)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "set_num_threads: %d threads (1 to 1024 allowed)", n);
+  pthread_mutex_lock(&init_lock);
+  atomic_store(&threads_override, n);
+  if (atomic_load(&initialized)) atomic_store(&pool_threads, vnc_threadpool_resize(n));
+  pthread_mutex_unlock(&init_lock);
+  return VNC_OK;
+}

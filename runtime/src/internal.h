@@ -3,6 +3,7 @@
 #define VNC_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "vnc/vnc.h"
 
@@ -18,7 +19,10 @@
 /* Per-core allocator state lives in memory.c; stream table in stream.c. */
 void vnc_memory_init_device(int device);
 void vnc_stream_init_device(int device);
-void vnc_threadpool_init(int nthreads);
+/* Sets the threads kernels use (starting workers as needed); returns the count in effect. */
+int vnc_threadpool_resize(int nthreads);
+/* Picks the CPU tier (kernels/tier.c); -1 with a message in err for a bad TORCH_NEURONX_ISA. */
+int vnc_tier_init(char *err, size_t errlen);
 
 /* Waits until every started stream of `device` is idle; sticky errors stay in place. */
 void vnc_device_drain(int device);

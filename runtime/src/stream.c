@@ -1,4 +1,5 @@
 /* Streams: in-order task queues, each run by one worker thread; events; sticky errors. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ struct vnc_stream {
   task *head, *tail;
   uint64_t enqueued, completed;
   int worker_waiting, waiters;
+  int inline_busy; /* a vnc_launch_small task runs on its caller's thread: the worker waits */
   atomic_uint_fast64_t posted; /* launches so far, readable without the lock (worker's spin) */
   vnc_hold *held; /* a hold taken while the stream was idle: the worker waits, not at a task */
   vnc_status err;
@@ -106,15 +108,24 @@ static void *worker_main(void *arg) {
     if (s->head == NULL) {
       uint_fast64_t seen = atomic_load_explicit(&s->posted, memory_order_relaxed);
       pthread_mutex_unlock(&s->m);
-      uint64_t t0 = vnc_now_ns();
-      while (atomic_load_explicit(&s->posted, memory_order_acquire) == seen && vnc_now_ns() - t0 < SPIN_NS) {
+      uint64_t t0 = vnc_now_ns(), last = t0;
+      for (unsigned polls = 1; atomic_load_explicit(&s->posted, memory_order_acquire) == seen; polls++) {
+        if (polls % 64) {
 #if defined(__x86_64__)
-        __builtin_ia32_pause();
+          __builtin_ia32_pause();
 #endif
+          continue;
+        }
+        /* As the thread pool's poll: yield the core now and then, and stop at once after
+         * having been descheduled (another process wants this core). */
+        const uint64_t now = vnc_now_ns();
+        if (now - t0 >= SPIN_NS || now - last >= SPIN_NS) break;
+        last = now;
+        sched_yield();
       }
       pthread_mutex_lock(&s->m);
     }
-    while (s->head == NULL || s->held) {
+    while (s->head == NULL || s->held || s->inline_busy) {
       s->worker_waiting = 1;
       pthread_cond_wait(&s->work_cv, &s->m);
     }
@@ -279,6 +290,39 @@ vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void 
     snprintf(msg, sizeof msg, "%s", vnc_last_error());
     return vnc_set_error(st == VNC_ERR_INDEX ? VNC_ERR_INDEX : VNC_ERR_KERNEL, "%s: %s", op ? op : "op", msg);
   }
+  return VNC_OK;
+}
+
+#define SMALL_PAYLOAD 4096
+
+vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
+                            size_t payload_size, vnc_release_fn release) {
+  if (payload_size > SMALL_PAYLOAD || vnc_in_bad_fork() || vnc_launch_blocking() || running_stream == s)
+    return vnc_launch(s, op, fn, payload, payload_size, release); /* (inside s's own task: inline) */
+  thread_launches++; /* counted as vnc_launch counts: the dtype gate must see that work was issued */
+  pthread_mutex_lock(&s->m);
+  if (s->head || s->inline_busy || s->completed != s->enqueued) { /* busy: keep the order */
+    pthread_mutex_unlock(&s->m);
+    return enqueue(s, op, fn, payload, payload_size, release, 0, NULL);
+  }
+  const int drop = s->err != VNC_OK; /* behind a failed task: dropped, as on the worker */
+  s->inline_busy = 1;
+  s->enqueued++; /* `posted` stays: the polling worker has nothing to pop */
+  pthread_mutex_unlock(&s->m);
+  _Alignas(16) unsigned char copy[SMALL_PAYLOAD];
+  if (payload_size) memcpy(copy, payload, payload_size);
+  vnc_status st = drop ? VNC_OK : run_as(s, fn, copy);
+  if (release) release(copy);
+  pthread_mutex_lock(&s->m);
+  if (st != VNC_OK && s->err == VNC_OK) {
+    s->err = st;
+    snprintf(s->err_msg, sizeof s->err_msg, "%s: %s", op ? op : "op", vnc_last_error());
+  }
+  s->completed++;
+  s->inline_busy = 0;
+  if (s->waiters) pthread_cond_broadcast(&s->done_cv);
+  if (s->head && s->worker_waiting) pthread_cond_signal(&s->work_cv);
+  pthread_mutex_unlock(&s->m);
   return VNC_OK;
 }
 

@@ -15,13 +15,19 @@ typedef struct job {
  * `generation`; an idle worker polls the generation for up to SPIN_NS (back-to-back small
  * kernels then cost no futex wake-up, the role of OpenMP's spin-wait) and only then sleeps
  * on the condition variable, counted in `sleepers` so the caller signals only when needed.
+ * While polling it calls sched_yield every YIELD_POLLS polls: on a core shared with another
+ * busy process the poller gives its time slice away instead of burning it, and a poller that
+ * finds itself descheduled for long (a gap over SPIN_NS between polls) goes to sleep at once.
  * A worker enters a job by incrementing `active` and re-reading `current`; the caller clears
  * `current` and then waits for `active` to drain (both sequentially consistent, so either
  * the worker sees NULL or the caller sees it active: the job, on the caller's stack, is
- * never touched after the caller returns). */
+ * never touched after the caller returns). Workers numbered at or above the pool size
+ * (after vnc_set_num_threads lowered it) sleep until it grows again. */
 #define SPIN_NS 30000
+#define YIELD_POLLS 64
 
-static int pool_size = 1;            /* threads including the caller */
+static atomic_int pool_size = 1;     /* threads including the caller */
+static int spawned = 0;              /* worker threads started (guarded by `lock`) */
 static pthread_mutex_t owner_lock = PTHREAD_MUTEX_INITIALIZER; /* held by the running job's caller */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* guards sleeping only */
 static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
@@ -47,16 +53,29 @@ static void run_chunks(job *j) {
 }
 
 static void *worker_main(void *arg) {
-  (void)arg;
+  const int id = (int)(intptr_t)arg; /* 1 .. spawned */
   uint_fast64_t seen = atomic_load(&generation);
   for (;;) {
-    const uint64_t t0 = vnc_now_ns();
+    uint64_t last = vnc_now_ns();
+    const uint64_t t0 = last;
     unsigned polls = 0;
-    while (atomic_load(&generation) == seen && (++polls & 63 || vnc_now_ns() - t0 < SPIN_NS)) cpu_relax();
-    if (atomic_load(&generation) == seen) {
+    while (atomic_load(&generation) == seen) {
+      if (++polls % YIELD_POLLS) {
+        cpu_relax();
+        continue;
+      }
+      const uint64_t now = vnc_now_ns();
+      if (now - t0 >= SPIN_NS || now - last >= SPIN_NS) break; /* spun long enough, or descheduled */
+      last = now;
+      sched_yield();
+    }
+    if (atomic_load(&generation) == seen || id >= atomic_load(&pool_size)) {
       pthread_mutex_lock(&lock);
       atomic_fetch_add(&sleepers, 1);
-      while (atomic_load(&generation) == seen) pthread_cond_wait(&work_cv, &lock);
+      while (atomic_load(&generation) == seen || id >= atomic_load(&pool_size)) {
+        seen = atomic_load(&generation);
+        pthread_cond_wait(&work_cv, &lock);
+      }
       atomic_fetch_sub(&sleepers, 1);
       pthread_mutex_unlock(&lock);
     }
@@ -69,31 +88,44 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-void vnc_threadpool_init(int nthreads) {
-  pool_size = nthreads < 1 ? 1 : nthreads;
-  for (int i = 1; i < pool_size; i++) {
+/* Starts workers up to n - 1 (the caller is the n-th thread); returns the threads available. */
+static int spawn_up_to(int n) {
+  pthread_mutex_lock(&lock);
+  while (spawned < n - 1) {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, worker_main, NULL) != 0) {
-      pool_size = i; /* run with the threads we got */
-      pthread_attr_destroy(&attr);
-      break;
-    }
+    int rc = pthread_create(&t, &attr, worker_main, (void *)(intptr_t)(spawned + 1));
     pthread_attr_destroy(&attr);
+    if (rc != 0) break; /* run with the threads we got */
+    spawned++;
   }
+  int have = spawned + 1;
+  pthread_mutex_unlock(&lock);
+  return have < n ? have : n;
+}
+
+int vnc_threadpool_resize(int nthreads) {
+  if (nthreads < 1) nthreads = 1;
+  const int n = spawn_up_to(nthreads);
+  atomic_store(&pool_size, n);
+  pthread_mutex_lock(&lock); /* parked workers re-check their number */
+  pthread_cond_broadcast(&work_cv);
+  pthread_mutex_unlock(&lock);
+  return n;
 }
 
 void vnc_parallel_for(int64_t n, int64_t grain, vnc_range_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int64_t max_chunks = (n + grain - 1) / grain;
-  if (pool_size <= 1 || max_chunks <= 1 || pthread_mutex_trylock(&owner_lock) != 0) {
+  const int size = atomic_load_explicit(&pool_size, memory_order_relaxed);
+  if (size <= 1 || max_chunks <= 1 || pthread_mutex_trylock(&owner_lock) != 0) {
     fn(ctx, 0, n);
     return;
   }
-  int64_t nchunks = max_chunks < (int64_t)pool_size * 4 ? max_chunks : (int64_t)pool_size * 4;
+  int64_t nchunks = max_chunks < (int64_t)size * 4 ? max_chunks : (int64_t)size * 4;
   job j;
   j.fn = fn;
   j.ctx = ctx;

@@ -6,27 +6,15 @@
 
 static vnc_stream *S;
 
-/* A reduction geometry over `dim` of a contiguous rows x cols float matrix (as
- * TensorIterator builds it: the output has stride 0 along the reduced dim). */
-static vnc_iter geometry(void *out, int32_t out_dt, float *in, int64_t rows, int64_t cols, int dim) {
-  vnc_iter it;
-  memset(&it, 0, sizeof it);
-  it.nops = 2;
-  it.ndim = 2;
-  it.shape[0] = cols;
-  it.shape[1] = rows;
-  it.numel = rows * cols;
-  it.data[0] = out;
-  it.data[1] = (char *)in;
-  it.dtypes[0] = out_dt;
-  it.dtypes[1] = VNC_FLOAT32;
-  int64_t es = (int64_t)vnc_dtype_size(out_dt);
-  it.strides[1][0] = 4;
-  it.strides[1][1] = 4 * cols;
-  it.strides[0][0] = dim == 1 ? 0 : es;
-  it.strides[0][1] = dim == 1 ? es : 0;
-  return it;
+/* A fused producer: the squares of its input (the value a compiled graph would not store). */
+static void squares(void *ctx, char *const *in, const int64_t *st, int64_t n, void *out) {
+  (void)ctx;
+  for (int64_t i = 0; i < n; i++) {
+    float v = *(const float *)(in[0] + i * st[0]);
+    ((float *)out)[i] = v * v;
+  }
 }
+
 
 int main(void) {
   CHECK_OK(vnc_stream_get(0, 0, &S));
@@ -113,5 +101,21 @@ int main(void) {
   CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
   CHECK_OK(vnc_stream_synchronize(S));
   CHECK(fabs(total - N * (double)0.1f) / (N * 0.1) < 1e-6);
+
+  /* vnc_reduce_fused gives the bits of reducing the stored values (rows and columns). */
+  static float sq[R * C];
+  for (int i = 0; i < R * C; i++) sq[i] = (m[i] * 0.37f) * (m[i] * 0.37f);
+  static float ms[R * C];
+  for (int i = 0; i < R * C; i++) ms[i] = m[i] * 0.37f;
+  for (int dim = 0; dim < 2; dim++) {
+    float want[R > C ? R : C], got[R > C ? R : C];
+    it = geometry(want, VNC_FLOAT32, sq, R, C, dim);
+    CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+    it = geometry(got, VNC_FLOAT32, ms, R, C, dim);
+    CHECK_OK(vnc_reduce_fused(S, "sum", VNC_RED_SUM, &it, 1, NULL, VNC_FLOAT32, squares, NULL));
+    CHECK_OK(vnc_stream_synchronize(S));
+    CHECK(memcmp(want, got, sizeof(float) * (dim ? R : C)) == 0);
+  }
+  CHECK(vnc_reduce_fused(S, "sum", VNC_RED_SUM, &it, 1, NULL, VNC_FLOAT32, NULL, NULL) == VNC_ERR_INVALID_ARGUMENT);
   CHECK_DONE();
 }

@@ -17,7 +17,7 @@ import torch
 
 from .externs import broadcast_strides
 from .pointwise import INT_FAULT_ROWS
-from .ir import (CLASS_CTYPE, C_STEPS, Const, Extern, Load, Loop, PW, Reduce, c_double, c_literal, dtype_name,
+from .ir import (CLASS_CTYPE, C_STEPS, Const, Extern, FusedReduce, Load, Loop, PW, Reduce, c_double, c_literal, dtype_name,
                  dtype_num, type_class)
 
 GRAIN = 32768  # elements per parallel unit at least (VNC_ITER_GRAIN)
@@ -74,6 +74,8 @@ class Unit:
                 body += self.loop(step, addr)
             elif isinstance(step, Reduce):
                 body += self.reduce(step, addr)
+            elif isinstance(step, FusedReduce):
+                body += self.fused_reduce(step, addr)
             elif isinstance(step, Extern):
                 body += ["{"] + ["  " + line for line in step.emit(addr)] + ["}"]
         self.funcs.append("\n".join([f"VNC_JIT_EXPORT vnc_status seg_{k}(vnc_stream *s, char *const *B) {{",
@@ -160,27 +162,64 @@ class Unit:
         return ["{"] + ["  " + c for c in call] + ["}"]
 
     def _body(self, lp: Loop, loads, operands, inner_st, esz) -> list:
-        out = []
-        names = {}
         nstore = len(lp.stores)
+        out, names = self._compute(lp.members, loads, lambda j: f"&s{nstore + j}[i * {inner_st[nstore + j]}]")
+        for k, (m, r) in enumerate(lp.stores):
+            out.append(f"s{k}[i * {inner_st[k]}] = {names[('st', id(m))]};")
+        return out
+
+    def _compute(self, members, loads, load_addr):
+        """C statements computing `members` for element i: (lines, names), where
+        names[id(pw)] = (expression of its value as stored, dtype), names[("st", id)] = its
+        storage variable. load_addr(j) is the address expression of loads[j]'s element."""
+        out, names = [], {}
         for j, x in enumerate(loads):
-            k = nstore + j
             d = dtype_name(x.ref.dtype)
             names[id(x)] = (f"l{j}", x.ref.dtype)
-            out.append(f"VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}(&s{k}[i * {inner_st[k]}]);")
-            for y in lp.members:  # every Load of the same ref reads the same register
+            out.append(f"VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}({load_addr(j)});")
+            for y in members:  # every Load of the same ref reads the same register
                 for z in y.inputs:
                     if isinstance(z, Load) and z.ref is x.ref:
                         names[id(z)] = names[id(x)]
-        for t, m in enumerate(lp.members):
+        for t, m in enumerate(members):
             d = dtype_name(m.dtype)
             expr = self._expr(m, names, out, t)
             out.append(f"VNC_STORAGE_{d} t{t}; VNC_STORE_{d}(&t{t}, {expr});")
             names[id(m)] = (f"VNC_LOAD_{d}(&t{t})", m.dtype)
             names[("st", id(m))] = f"t{t}"
-        for k, (m, r) in enumerate(lp.stores):
-            out.append(f"s{k}[i * {inner_st[k]}] = {names[('st', id(m))]};")
-        return out
+        return out, names
+
+    def fused_reduce(self, r, addr) -> list:
+        """A producer function (the value's pointwise chain for a run of reduced elements) and
+        the vnc_reduce_fused call over the uncoalesced geometry."""
+        name = f"producer_{self.nloops}"
+        self.nloops += 1
+        acc = "float" if r.value.dtype.is_floating_point else "int64_t"  # reduce.c's accumulation
+        self.fault_locals = []
+        lines = [f"static void {name}(void *ctx, char *const *in, const int64_t *st, int64_t n, void *out) {{",
+                 "  (void)ctx; (void)st;", f"  {acc} *restrict o = ({acc} *)out;"]
+        for j, x in enumerate(r.loads):
+            ty = "VNC_STORAGE_" + dtype_name(x.ref.dtype)
+            lines.append(f"  const {ty} *restrict x{j} = (const {ty} *)in[{j}];")
+        body, names = self._compute(r.members, r.loads, lambda j: f"&x{j}[i * {r.inner[j]}]")
+        lines[2:2] = [f"  vnc_ew_params {p}_ = {p};" for p in self.fault_locals]
+        lines.append("  for (int64_t i = 0; i < n; i++) {")
+        lines += ["    " + b for b in body]
+        lines += [f"    o[i] = ({acc})({names[id(r.value)][0]});", "  }", "}", ""]
+        self.top.append("\n".join(lines))
+        nops = 1 + len(r.loads)
+        shape = ", ".join(map(str, r.shape))
+        strides = ", ".join("{" + ", ".join(map(str, st)) + "}" for st in r.strides)
+        data = ", ".join([addr(r.out)] + [addr(x.ref) for x in r.loads])
+        dtypes = ", ".join([str(dtype_num(r.out.dtype))] + [str(dtype_num(x.ref.dtype)) for x in r.loads])
+        numel = math.prod(r.shape)
+        return ["{",
+                f"  vnc_iter it = {{.nops = {nops}, .ndim = {len(r.shape)}, .numel = {numel}, .shape = {{{shape}}}, "
+                f".strides = {{{strides}}}, .data = {{{data}}}, .dtypes = {{{dtypes}}}}};",
+                "  vnc_reduce_params rp = {0, 0, 0};",
+                f'  VNC_JIT_TRY(vnc_rt->reduce_fused(s, "{r.name}", VNC_RED_{r.op}, &it, 1, &rp, '
+                f'{dtype_num(r.value.dtype)}, {name}, NULL));',
+                "}"]
 
     def _expr(self, m: PW, names, out, t) -> str:
         def raw(x, j):

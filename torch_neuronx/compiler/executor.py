@@ -176,7 +176,7 @@ class CompiledGraph:
         result = step.fn(*args, **kwargs)
         res = [result] if single else tree_flatten(result)[0]
         for ref, t in zip(outs, res):
-            if not isinstance(ref, TRef):
+            if not isinstance(ref, TRef) or t is None:  # (an output the kernel was asked not to compute)
                 continue
             if tuple(t.shape) == ref.size and (tuple(t.stride()) != ref.stride or t.dtype != ref.dtype):
                 # generated code reads this result at the layout the meta function gave

@@ -56,9 +56,11 @@ def _reduction(vnc_op: str, sum_like: bool, name: str):
             dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
             keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
             dims = [] if dims is None else ([dims] if isinstance(dims, int) else list(dims))
-        inp = lw.ref(x)
-        if out.numel() == 0 or inp.numel == 0:
+        if out.numel() == 0 or x.meta["val"].numel() == 0:
             return False
+        if _fuse_reduction(lw, node, x, out, vnc_op, sum_like, name, dims, bool(keepdim)):
+            return True
+        inp = lw.ref(x)
         out_ref = lw.fresh_ref(out)
         geo = _C._reduction_geometry(sum_like, meta_of(inp), meta_of(out_ref), dims, bool(keepdim))
         if geo is None:
@@ -69,6 +71,135 @@ def _reduction(vnc_op: str, sum_like: bool, name: str):
         return True
 
     return lower
+
+
+def _fuse_reduction(lw, node, x, out, vnc_op, sum_like, name, dims, keepdim) -> bool:
+    """The reduction of a pending pointwise value, computed on the fly by its chain (no store):
+    when eager's TensorIterator order of the stored value can be reproduced (checked against
+    eager's own geometry) and the chain has no integer division (whose zero check needs the
+    kernel's fault path)."""
+    from .. import _C
+    from .ir import PW, FusedReduce, Load
+    from .pointwise import INT_FAULT_ROWS
+
+    v = lw.values.get(x)
+    loop = lw.loop_of.get(v) if isinstance(v, PW) else None
+    if loop is None or loop.closed or vnc_op not in ("SUM", "MEAN", "AMAX", "AMIN"):
+        return False
+    members, seen = [], set()
+
+    def visit(p):
+        if id(p) in seen or not isinstance(p, PW):
+            return
+        seen.add(id(p))
+        for i in p.inputs:
+            visit(i)
+        members.append(p)
+
+    visit(v)
+    if any(m.op in INT_FAULT_ROWS and not m.compute.is_floating_point for m in members):
+        return False
+    meta_v = x.meta["val"]
+    shape = tuple(meta_v.shape)
+    ndim = len(shape)
+    red = sorted({d % max(ndim, 1) for d in dims}) if dims else list(range(ndim))
+    # the output seen keepdim with stride 0 along reduced dims, as make_reduction restrides it
+    ost, k = [], 0
+    for d in range(ndim):
+        if d in red:
+            ost.append(0)
+            if keepdim:
+                k += 1
+        else:
+            ost.append(out.stride()[k] * out.element_size())
+            k += 1
+    ist = [st * meta_v.element_size() for st in meta_v.stride()]
+    as_meta = lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")  # noqa: E731
+    geo = _C._reduction_geometry(sum_like, as_meta(meta_v), as_meta(out), list(red), keepdim)
+    perm = [d for d in _ti_permutation(shape, [ost, ist]) if shape[d] != 1]
+    if geo is None or not perm or not any(d in red for d in perm) or \
+            _coalesce([shape[d] for d in perm], [[ost[d] for d in perm], [ist[d] for d in perm]]) != \
+            _coalesce(geo[0], geo[1]):
+        return False
+    out_ref = lw.fresh_ref(out)
+    loads = []
+    for m in members:
+        for i in m.inputs:
+            if isinstance(i, Load) and not any(i.ref is l.ref for l in loads):
+                loads.append(i)
+    lstrides = []
+    for l in loads:
+        bst = broadcast_strides(l.ref, shape)
+        lstrides.append([bst[d] * l.ref.dtype.itemsize for d in perm])
+    first_red = next(j for j, d in enumerate(perm) if d in red)
+    inner = [st[first_red] // l.ref.dtype.itemsize for st, l in zip(lstrides, loads)]
+    step = FusedReduce(vnc_op, name, out_ref, v, members, loads, [shape[d] for d in perm],
+                       [[ost[d] for d in perm]] + lstrides, inner)
+    lw.prog.steps.append(step)
+    lw.absorbed[node] = loop  # the reduction takes the value from the group: not stored for it
+    lw.values[node] = out_ref
+    return True
+
+
+def _ti_permutation(shape, strides):
+    """The order of dims (innermost first) TensorIterator::reorder_dimensions gives a reduction
+    whose operands have these byte strides (operand 0 the output, stride 0 along reduced
+    dims): reduced dims first, then by stride, ties by size (ATen's insertion sort)."""
+    n = len(shape)
+    perm = list(reversed(range(n)))
+
+    def should_swap(d0, d1):
+        for k, st in enumerate(strides):
+            s0, s1 = st[d0], st[d1]
+            if k == 0 and (s0 == 0) != (s1 == 0):
+                return 1 if s1 == 0 else -1
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    for i in range(1, n):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    return perm
+
+
+def _coalesce(shape, strides):
+    """TensorIterator's coalesce_dimensions (dims innermost first): merge a dim into the
+    previous one when every operand's strides chain; size-1 dims vanish."""
+    shape, strides = list(shape), [list(s) for s in strides]
+    if len(shape) <= 1:
+        return shape, strides
+    prev = 0
+    for dim in range(1, len(shape)):
+        def can(d0, d1):
+            if shape[d0] == 1 or shape[d1] == 1:
+                return True
+            return all(st[d0] * shape[d0] == st[d1] for st in strides)
+
+        if can(prev, dim):
+            if shape[prev] == 1:
+                for st in strides:
+                    st[prev] = st[dim]
+            shape[prev] *= shape[dim]
+        else:
+            prev += 1
+            if prev != dim:
+                for st in strides:
+                    st[prev] = st[dim]
+                shape[prev] = shape[dim]
+    return shape[:prev + 1], [st[:prev + 1] for st in strides]
 
 
 for _op, _kind, _sum, _name in (
@@ -427,13 +558,32 @@ def _operand(addr: str, ref: TRef) -> str:
     return f"{{(float *)({addr}), {ref.stride[0]}, {ref.stride[1]}, {row}}}"
 
 
-def _attention_args(a, rq, rk, rv, causal, scale) -> str:
+def _attention_args(a, rq, rk, rv, causal, scale, rb=None) -> str:
+    """vnc_attention as transformer.cpp's attention_args; a float32 additive bias is read at its
+    strides expanded to (B, H, L, S) (bias_of's expand)."""
     B, H, L, E = rq.size
     S, Ev = rk.size[2], rv.size[3]
     sc = c_double(scale if scale is not None else 1.0 / (E ** 0.5))
+    bias = ".bias = NULL"
+    if rb is not None:
+        bst = ", ".join(map(str, broadcast_strides(rb, (B, H, L, S))))
+        bias = f".bias = (const float *)({a(rb)}), .bias_strides = {{{bst}}}"
     return (f"vnc_attention at = {{.B = {B}, .H = {H}, .L = {L}, .S = {S}, .E = {E}, .Ev = {Ev}, .scale = {sc}, "
             f".causal = {int(bool(causal))}, .q = {_operand(a(rq), rq)}, .k = {_operand(a(rk), rk)}, "
-            f".v = {_operand(a(rv), rv)}, .bias = NULL}};")
+            f".v = {_operand(a(rv), rv)}, {bias}}};")
+
+
+def _bias_ref(lw, bias, q_size, k_size):
+    """The attention bias as the fused kernel reads it, or None when there is none; False
+    when it is not a float32 tensor broadcastable to (B, H, L, S) (then eager's kernel runs)."""
+    if bias is None:
+        return None
+    rb = lw.ref(bias)
+    full = (q_size[0], q_size[1], q_size[2], k_size[2])
+    if rb.dtype != torch.float32 or len(rb.size) > 4 or any(
+            n not in (1, f) for n, f in zip(rb.size[::-1], full[::-1])):
+        return False
+    return rb
 
 
 def _sdpa_ok(*refs) -> bool:
@@ -448,16 +598,19 @@ def _sdpa(lw, node) -> bool:
     metas = node.meta["val"]
     rq, rk, rv = lw.ref(q), lw.ref(k), lw.ref(v)
     out, lse = metas[0], metas[1]
-    if bias is not None or dropout or not _sdpa_ok(rq, rk, rv) or out.dtype != torch.float32 or \
+    if dropout or not _sdpa_ok(rq, rk, rv) or out.dtype != torch.float32 or \
             not _rows_ok(tuple(out.shape), out.stride()) or not lse.is_contiguous():
+        return False
+    rb = _bias_ref(lw, bias, rq.size, rk.size)
+    if rb is False:
         return False
     ro, rl = lw.fresh_ref(out), lw.fresh_ref(lse)
     rest = [_fresh(lw, m) for m in metas[2:]]
     name = "aten::_scaled_dot_product_fused_attention_overrideable"
-    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale),  # noqa: E731
+    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale, rb),  # noqa: E731
                        f"vnc_attn_operand o = {_operand(ad(ro), ro)};",
                        f'VNC_JIT_TRY(vnc_rt->attention_forward(s, "{name}", &at, &o, (float *){_ptr(ad, rl)}));']
-    lw.prog.steps.append(Extern(name, emit, [rq, rk, rv], [ro, rl]))
+    lw.prog.steps.append(Extern(name, emit, [rq, rk, rv] + ([rb] if rb else []), [ro, rl]))
     lw.values[node] = tuple([ro, rl] + rest)
     return True
 
@@ -469,17 +622,20 @@ def _sdpa_backward(lw, node) -> bool:
     scale = node.kwargs.get("scale", a[16])
     metas = node.meta["val"]
     rgo, rq, rk, rv, ro, rl = (lw.ref(x) for x in (go, q, k, v, out, lse))
-    if bias is not None or dropout or not _sdpa_ok(rgo, rq, rk, rv, ro) or rl.dtype != torch.float32 or \
+    if dropout or not _sdpa_ok(rgo, rq, rk, rv, ro) or rl.dtype != torch.float32 or \
             not rl.is_contiguous() or any(not _rows_ok(tuple(m.shape), m.stride()) for m in metas[:3]):
+        return False
+    rb = _bias_ref(lw, bias, rq.size, rk.size)
+    if rb is False or (rb is not None and mask[3]):  # the bias gradient: eager's kernel
         return False
     dq, dk, dv = (lw.fresh_ref(m) for m in metas[:3])
     name = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
-    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale),  # noqa: E731
+    emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale, rb),  # noqa: E731
                        f"vnc_attn_operand go = {_operand(ad(rgo), rgo)}, o = {_operand(ad(ro), ro)}, "
                        f"dq = {_operand(ad(dq), dq)}, dk = {_operand(ad(dk), dk)}, dv = {_operand(ad(dv), dv)};",
                        f'VNC_JIT_TRY(vnc_rt->attention_backward(s, "{name}", &at, &go, &o, (const float *){_ptr(ad, rl)}, '
                        f'&dq, &dk, &dv, NULL));']
-    lw.prog.steps.append(Extern(name, emit, [rgo, rq, rk, rv, ro, rl], [dq, dk, dv]))
+    lw.prog.steps.append(Extern(name, emit, [rgo, rq, rk, rv, ro, rl] + ([rb] if rb else []), [dq, dk, dv]))
     lw.values[node] = (dq, dk, dv, None)
     return True
 
@@ -518,4 +674,4 @@ def _view_backward(view):
 
 LOWERINGS[aten.select_backward.default] = _view_backward(lambda t, dim, index: t.select(dim, index))
 LOWERINGS[aten.slice_backward.default] = _view_backward(
-    lambda t, dim, start, end, step: t.slice(dim, start, end, step))
+    lambda t, dim, start, end, step: aten.slice.Tensor(t, dim, start, end, step))

@@ -200,6 +200,28 @@ class Reduce:
 
 
 @dataclass(eq=False)
+class FusedReduce:
+    """A reduction whose input is computed on the fly (vnc_reduce_fused): `members` (PW, in
+    evaluation order) compute `value` from `loads`; the geometry (dims innermost first) is the
+    order eager's TensorIterator would give the stored value, uncoalesced: strides[0] is the
+    output's, strides[1 + k] those of loads[k] (bytes); `inner` the loads' strides along the
+    innermost reduced dim (elements)."""
+
+    op: str
+    name: str
+    out: TRef
+    value: "PW"
+    members: list
+    loads: list
+    shape: list
+    strides: list
+    inner: list
+
+    def refs(self):
+        return [self.out] + [x.ref for x in self.loads]
+
+
+@dataclass(eq=False)
 class Extern:
     """A call of runtime kernels: ``emit(names)`` returns C statements, where ``names(ref)`` is
     the C expression of a TRef's element [0, ..., 0] address (char *)."""
@@ -231,4 +253,4 @@ class Eager:
         return [x for x in tree_leaves((self.args, self.kwargs)) if isinstance(x, TRef)]
 
 
-C_STEPS = (Loop, Reduce, Extern)
+C_STEPS = (Loop, Reduce, FusedReduce, Extern)

@@ -39,9 +39,11 @@ def cache_dir() -> str:
     return os.path.join(base, "torch_neuronx", "jit")
 
 
+# No -mfma: with FMA enabled, GCC 12 turns a vectorised complex product into vfmaddsub even
+# under -ffp-contract=off, which would change bits (the runtime keeps its complex loops scalar).
 _TIER_FLAGS = {
-    "avx512": "-mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c",
-    "avx2": "-mavx2 -mfma -mf16c",
+    "avx512": "-mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mf16c",
+    "avx2": "-mavx2 -mf16c",
     "baseline": "",
 }
 
@@ -57,7 +59,8 @@ def isa_tier() -> str:
 
 
 def cflags() -> str:
-    """Flags beyond the fixed ones of the runtime (-std=c11 -O3 -ffp-contract=off -fwrapv):
+    """Flags beyond the fixed ones (-std=c11 -O3 -ffp-contract=off -fwrapv -fno-math-errno
+    -fno-trapping-math, which change no value):
     the tier's instruction sets (never -march=native, so a cache shared by machines of
     different CPUs keys each tier apart). ``TORCH_NEURONX_CFLAGS`` appends."""
     import platform

@@ -127,6 +127,7 @@ class Lowerer:
         self.nodes_of = {}  # id(PW) -> fx nodes whose value it is
         self.meta_of = {}  # id(PW) -> its fake tensor (layout of a stored value)
         self.written_back = {}  # copy_ node -> the group writing its value into the input
+        self.absorbed = {}  # reduction node -> the group whose chain it recomputes (FusedReduce)
         self.cur_shape = None
 
     # ---------------------------------------------------------------- buffers and refs
@@ -258,6 +259,8 @@ class Lowerer:
         def inside(u):  # the user's value (or, for a list, one of its elements) is in the group
             if u in self.written_back:  # a copy_ into an input, done by this group's write-back
                 return self.written_back[u] is loop
+            if u in self.absorbed:  # a fused reduction recomputing the value from the group's chain
+                return self.absorbed[u] is loop
             v = self.values.get(u)
             return any(id(e) in members for e in v) if isinstance(v, (tuple, list)) else id(v) in members
 

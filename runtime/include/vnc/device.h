@@ -42,8 +42,25 @@ vnc_status vnc_set_device(int device);
 
 /* NEURON_LAUNCH_BLOCKING=1: every launch runs before it returns. */
 int vnc_launch_blocking(void);
-/* Threads of the kernel thread pool (the machine's online CPUs, or TORCH_NEURONX_NUM_THREADS). */
+/* Threads of the kernel thread pool: TORCH_NEURONX_NUM_THREADS, else OMP_NUM_THREADS, else
+ * the machine's online CPUs; vnc_set_num_threads changes it (torch_neuronx keeps it equal to
+ * torch.get_num_threads()). */
 int vnc_num_threads(void);
+/* Sets the threads kernels (and BLAS) use from the next kernel on, 1 to 1024; before init it
+ * sets the size the pool starts with. VNC_ERR_INVALID_ARGUMENT outside that range. */
+vnc_status vnc_set_num_threads(int n);
+
+/* CPU tier of the kernels: "avx512" (x86-64-v4), "avx2" (x86-64-v3) or "baseline" (x86-64
+ * SSE2, and every non-x86 build). vnc_init picks the best tier the CPU supports, capped by
+ * TORCH_NEURONX_ISA=avx512|avx2|baseline (init fails on another value). Every tier computes
+ * the same bits; only speed differs. */
+const char *vnc_cpu_isa(void);
+/* 1 if this CPU can run tier `name`. */
+int vnc_cpu_isa_supported(const char *name);
+/* Switches the tier for kernels that start afterwards (tests and benchmarks compare tiers in
+ * one process). VNC_ERR_INVALID_ARGUMENT for an unknown name, VNC_ERR_UNSUPPORTED for a
+ * tier the CPU lacks. */
+vnc_status vnc_set_cpu_isa(const char *name);
 
 #ifdef __cplusplus
 }

@@ -14,16 +14,30 @@ static inline int vnc_ew_fault(const vnc_ew_params *P) {
   return 0;
 }
 
-/* ---- branch-free float32 exp and erf (vectorisable; no libm calls) ---- */
+/* ---- branch-free float32 transcendentals ----
+ * Written as straight-line C (selects instead of branches, bit casts through memcpy, no libm
+ * calls) so that GCC vectorises loops over them on every x86-64 tier (SSE2, AVX2, AVX-512;
+ * with -fno-math-errno -fno-trapping-math, which change no result) and any other target.
+ * Only IEEE-exact operations (+ - * / sqrt, conversions) appear and the runtime is built with
+ * -ffp-contract=off, so a value is the same bits on every tier, vector or scalar. */
 
-/* exp(x): Cody-Waite reduction by ln 2 and the degree-6 polynomial of Cephes' expf
- * (S. L. Moshier, Cephes Math Library); rounding to the nearest integer with the 1.5 * 2^23
- * trick; 2^n applied in two halves so results down to the smallest subnormal and up to
- * FLT_MAX are reached. About 1 ulp; NaN propagates, overflow gives inf, underflow 0. */
-static inline float vnc_expf(float x) {
-  const float hi = 88.72283905206835f, lo = -103.97207708f;
-  float xc = x > hi ? hi : (x < lo ? lo : x);
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+static inline float vnc_bits_f(int32_t i) {
+  float f;
+  memcpy(&f, &i, sizeof f);
+  return f;
+}
+static inline int32_t vnc_f_bits(float f) {
+  int32_t i;
+  memcpy(&i, &f, sizeof i);
+  return i;
+}
+
+/* Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, and expm1(r) by the degree-6 polynomial
+ * of Cephes' expf (S. L. Moshier, Cephes Math Library): exp(r) = 1 + r + r^2 P(r). n is
+ * rounded to nearest with the 1.5 * 2^23 trick; x must already be clamped to [-104, 88.73]
+ * (and not NaN: n is converted to an integer). */
+static inline float vnc_exp_reduce(float xc, float *n_out) {
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -32,16 +46,100 @@ static inline float vnc_expf(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  float y = p * (r * r) + r + 1.0f;
+  *n_out = n;
+  return p * (r * r) + r;
+}
+
+/* exp(x): the reduction above; 2^n applied in two halves so results down to the smallest
+ * subnormal and up to FLT_MAX are reached. About 1 ulp; NaN propagates, overflow gives inf,
+ * underflow 0. */
+static inline float vnc_expf(float x) {
+  const float hi = 88.72283905206835f, lo = -103.97207708f;
+  float xc = x < hi ? (x > lo ? x : lo) : hi, n; /* NaN -> hi: the integer path never sees NaN */
+  float y = vnc_exp_reduce(xc, &n) + 1.0f;
   int32_t ni = (int32_t)n, h = ni / 2;
-  int32_t e1 = (h + 127) << 23, e2 = (ni - h + 127) << 23;
-  float s1, s2;
-  memcpy(&s1, &e1, sizeof s1);
-  memcpy(&s2, &e2, sizeof s2);
-  y = (y * s1) * s2;
+  y = (y * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23);
   y = x > hi ? INFINITY : y;
   y = x < lo ? 0.0f : y;
   return x != x ? x : y;
+}
+
+/* expm1(x) = 2^n expm1(r) + (2^n - 1) (both terms exact or nearly so for n <= 24, so small
+ * results keep full relative precision); above, exp(x) - 1 (the -1 is below half an ulp).
+ * About 2 ulp. */
+static inline float vnc_expm1f(float x) {
+  const float hi = 88.72283905206835f;
+  float xc = x < hi ? (x > -30.0f ? x : -30.0f) : hi, n; /* NaN -> hi */
+  const float em = vnc_exp_reduce(xc, &n);
+  const int32_t ni = (int32_t)n, ns = ni > 24 ? 24 : ni, h = ni / 2;
+  const float s = vnc_bits_f((ns + 127) << 23);
+  const float small = s * em + (s - 1.0f);
+  const float big = ((em + 1.0f) * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23) - 1.0f;
+  float y = ni > 24 ? big : small;
+  y = x > hi ? INFINITY : y;
+  y = x == 0.0f ? x : y; /* keeps -0 */
+  return x != x ? x : y;
+}
+
+/* log(x): Cephes' logf (S. L. Moshier): x = 2^e m with m in [sqrt(1/2), sqrt(2)),
+ * log(m) = f - f^2/2 + f^3 P(f) with f = m - 1, plus e ln2 in two parts. Subnormals are
+ * scaled by 2^23 first. About 1 ulp; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf. */
+static inline float vnc_logf(float x) {
+  const int sub = x < 1.17549435e-38f;
+  const float xs = sub ? x * 8388608.0f : x;
+  const int32_t ix = vnc_f_bits(xs);
+  int32_t e = ((ix >> 23) & 0xff) - 126;
+  e = sub ? e - 23 : e;
+  const float m = vnc_bits_f((ix & 0x007fffff) | 0x3f000000); /* [0.5, 1) */
+  const int lt = m < 0.70710678118654752440f;
+  const float ef = (float)(lt ? e - 1 : e);
+  const float f = lt ? (m + m) - 1.0f : m - 1.0f;
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f + -1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f + -1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f + -1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f + -2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  float y = (p * f) * z;
+  y = y + ef * -2.12194440e-4f;
+  y = y + -0.5f * z;
+  float r = f + y;
+  r = r + ef * 0.693359375f;
+  r = x == INFINITY ? x : r;
+  r = x < 0.0f ? NAN : r;
+  r = x == 0.0f ? -INFINITY : r;
+  return x != x ? x : r;
+}
+
+/* log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term restores
+ * the rounding error of u to first order (D. Goldberg, "What every computer scientist should
+ * know about floating-point arithmetic", 1991, theorem 4's idea). About 2 ulp. */
+static inline float vnc_log1pf(float x) {
+  const float u = 1.0f + x;
+  float r = vnc_logf(u) + (x - (u - 1.0f)) / u;
+  r = x == INFINITY ? x : r;
+  r = x == -1.0f ? -INFINITY : r;
+  r = x == 0.0f ? x : r; /* keeps -0 */
+  return x != x ? x : r;
+}
+
+/* tanh(x): Cephes' tanhf (S. L. Moshier): below |x| = 0.625 the odd polynomial
+ * x + x^3 P(x^2), above 1 - 2 / (exp(2|x|) + 1) with the sign of x. About 2 ulp. */
+static inline float vnc_tanhf(float x) {
+  const float ax = fabsf(x), z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z + -5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z + -3.33332819422e-1f;
+  const float small = ((p * z) * x) + x;
+  const float big = copysignf(1.0f - 2.0f / (vnc_expf(ax + ax) + 1.0f), x);
+  const float r = ax < 0.625f ? small : big;
+  return x == 0.0f ? x : r;
 }
 
 /* erf(x): for |x| >= 0.5, Abramowitz & Stegun 7.1.26 (abs error <= 1.5e-7; the constants
@@ -67,12 +165,27 @@ static inline float vnc_erff(float x) {
   return ax < 0.5f ? small : big;
 }
 
+/* x ** y with ATen's special exponents (pow_tensor_scalar_optimized_kernel): 2, 3, 0.5, -0.5,
+ * -1, -2 by multiplications, sqrt and division (exact roundings), other exponents by libm.
+ * The launcher maps a scalar special exponent to its own vectorised row (pow_sq...). */
+static inline float vnc_f_pow(float a, float b) {
+  return b == 2.0f    ? a * a
+         : b == 3.0f  ? (a * a) * a
+         : b == 0.5f  ? sqrtf(a)
+         : b == -0.5f ? 1.0f / sqrtf(a)
+         : b == -1.0f ? 1.0f / a
+         : b == -2.0f ? 1.0f / (a * a)
+                      : powf(a, b);
+}
+
 /* ---- helpers (float) ---- */
 static inline float vnc_f_sigmoid(float a) { return 1.0f / (1.0f + vnc_expf(-a)); }
+/* silu as ATen's CPU kernel: x / (1 + exp(-x)) */
+static inline float vnc_f_silu(float a) { return a / (1.0f + vnc_expf(-a)); }
 static inline float vnc_f_gelu(float a) { return 0.5f * a * (1.0f + vnc_erff(a * 0.70710678118654752440f)); }
 static inline float vnc_f_gelu_tanh(float a) {
   const float k = 0.79788456080286535588f; /* sqrt(2/pi) */
-  return 0.5f * a * (1.0f + tanhf(k * (a + 0.044715f * a * a * a)));
+  return 0.5f * a * (1.0f + vnc_tanhf(k * (a + 0.044715f * a * a * a)));
 }
 static inline float vnc_f_gelu_grad(float g, float a) {
   const float cdf = 0.5f * (1.0f + vnc_erff(a * 0.70710678118654752440f));
@@ -82,7 +195,7 @@ static inline float vnc_f_gelu_grad(float g, float a) {
 static inline float vnc_f_gelu_tanh_grad(float g, float a) {
   const float k = 0.79788456080286535588f, c = 0.044715f;
   const float inner = k * (a + c * a * a * a);
-  const float t = tanhf(inner);
+  const float t = vnc_tanhf(inner);
   const float left = 0.5f * a, right = 1.0f + t;
   const float dinner = k * (1.0f + 3.0f * c * a * a);
   return g * (0.5f * right + left * (1.0f - t * t) * dinner);
@@ -149,25 +262,26 @@ static inline float vnc_f_erfinv(float x) {
 }
 /* d/dx [x tanh(softplus(x))], the expression of ATen's CPU kernel. */
 static inline float vnc_f_mish_grad(float g, float x) {
-  const float sig = 1.0f / (1.0f + expf(-x)), tsp = tanhf(log1pf(expf(x)));
+  const float sig = 1.0f / (1.0f + vnc_expf(-x)), tsp = vnc_tanhf(vnc_log1pf(vnc_expf(x)));
   return g * (tsp + x * sig * (1.0f - tsp * tsp));
 }
 static inline float vnc_f_softplus(float a, float beta, float threshold) {
-  return a * beta > threshold ? a : log1pf(expf(a * beta)) / beta;
+  return a * beta > threshold ? a : vnc_log1pf(vnc_expf(a * beta)) / beta;
 }
 static inline float vnc_f_softplus_grad(float g, float a, float beta, float threshold) {
-  float z = expf(a * beta);
+  float z = vnc_expf(a * beta);
   return a * beta > threshold ? g : g * z / (z + 1.0f);
 }
 static inline float vnc_f_elu(float a, float alpha, float scale, float input_scale) {
-  return a <= 0.0f ? expm1f(a * input_scale) * alpha * scale : a * scale;
+  return a <= 0.0f ? vnc_expm1f(a * input_scale) * alpha * scale : a * scale;
 }
 /* elu_backward(grad, self_or_result, alpha, scale, input_scale, is_result) as ATen. */
 static inline float vnc_f_elu_grad(float g, float x, const vnc_ew_params *P) {
   const float alpha = (float)P->f[0], scale = (float)P->f[1], input_scale = (float)P->f[2];
   if (P->flags & 1) return x <= 0.0f ? g * input_scale * (x + alpha * scale) : g * scale;
-  return x <= 0.0f ? g * input_scale * alpha * scale * expf(x * input_scale) : g * scale;
+  return x <= 0.0f ? g * input_scale * alpha * scale * vnc_expf(x * input_scale) : g * scale;
 }
+static inline float vnc_f_mish(float a) { return a * vnc_tanhf(vnc_log1pf(vnc_expf(a))); }
 static inline float vnc_f_hardswish(float a) { return a * fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f; }
 static inline float vnc_f_hardswish_grad(float g, float a) {
   return a < -3.0f ? 0.0f : (a <= 3.0f ? g * ((a / 3.0f) + 0.5f) : g);

@@ -45,10 +45,10 @@ typedef struct vnc_ew_na {
   X(div_floor, 2, S, vnc_f_div_floor(a, b), VNC_I_DIV_FLOOR(T, a, b), VNC_NA, VNC_NA) \
   X(remainder, 2, S, vnc_f_remainder(a, b), VNC_I_REM(T, a, b), VNC_NA, VNC_NA) \
   X(fmod, 2, S, fmodf(a, b), VNC_I_FMOD(T, a, b), VNC_NA, VNC_NA) \
-  X(pow, 2, S, powf(a, b), (T)vnc_i_pow((int64_t)a, (int64_t)b), VNC_NA, VNC_NA) \
+  X(pow, 2, S, vnc_f_pow(a, b), (T)vnc_i_pow((int64_t)a, (int64_t)b), VNC_NA, VNC_NA) \
   X(atan2, 2, S, atan2f(a, b), VNC_NA, VNC_NA, VNC_NA) \
   X(hypot, 2, S, hypotf(a, b), VNC_NA, VNC_NA, VNC_NA) \
-  X(xlogy, 2, S, isnan(b) ? NAN : (a == 0.0f ? 0.0f : a * logf(b)), VNC_NA, VNC_NA, VNC_NA) \
+  X(xlogy, 2, S, isnan(b) ? NAN : (a == 0.0f ? 0.0f : a * vnc_logf(b)), VNC_NA, VNC_NA, VNC_NA) \
   X(maximum, 2, S, vnc_f_max(a, b), (T)(a > b ? a : b), a || b, VNC_NA) \
   X(minimum, 2, S, vnc_f_min(a, b), (T)(a < b ? a : b), a && b, VNC_NA) \
   X(fmax, 2, S, fmaxf(a, b), (T)(a > b ? a : b), a || b, VNC_NA) \
@@ -77,12 +77,16 @@ typedef struct vnc_ew_na {
   X(sign, 1, S, vnc_f_sign(a), (T)VNC_I_SIGN(a), a, VNC_NA) \
   X(exp, 1, S, vnc_expf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(exp2, 1, S, exp2f(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(expm1, 1, S, expm1f(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(log, 1, S, logf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(expm1, 1, S, vnc_expm1f(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(log, 1, S, vnc_logf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(log2, 1, S, log2f(a), VNC_NA, VNC_NA, VNC_NA) \
   X(log10, 1, S, log10f(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(log1p, 1, S, log1pf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(log1p, 1, S, vnc_log1pf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(sqrt, 1, S, sqrtf(a), VNC_NA, VNC_NA, VNC_NA) \
+  /* pow by a scalar special exponent (the launcher's rewrite of pow, with vnc_f_pow's roundings) */ \
+  X(pow_sq, 1, S, a * a, VNC_NA, VNC_NA, VNC_NA) \
+  X(pow_cube, 1, S, (a * a) * a, VNC_NA, VNC_NA, VNC_NA) \
+  X(pow_inv_sq, 1, S, 1.0f / (a * a), VNC_NA, VNC_NA, VNC_NA) \
   X(rsqrt, 1, S, 1.0f / sqrtf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(reciprocal, 1, S, 1.0f / a, VNC_NA, VNC_NA, VNC_NA) \
   X(sin, 1, S, sinf(a), VNC_NA, VNC_NA, VNC_NA) \
@@ -93,7 +97,7 @@ typedef struct vnc_ew_na {
   X(atan, 1, S, atanf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(sinh, 1, S, sinhf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(cosh, 1, S, coshf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(tanh, 1, S, tanhf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(tanh, 1, S, vnc_tanhf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(asinh, 1, S, asinhf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(acosh, 1, S, acoshf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(atanh, 1, S, atanhf(a), VNC_NA, VNC_NA, VNC_NA) \
@@ -113,12 +117,12 @@ typedef struct vnc_ew_na {
   X(clamp_tensor, 3, S, (isnan(b) || isnan(c)) ? NAN : vnc_f_min(vnc_f_max(a, b), c), (T)((a < b ? b : a) > c ? c : (a < b ? b : a)), VNC_NA, VNC_NA) \
   X(gelu, 1, S, vnc_f_gelu(a), VNC_NA, VNC_NA, VNC_NA) \
   X(gelu_tanh, 1, S, vnc_f_gelu_tanh(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(silu, 1, S, a * vnc_f_sigmoid(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(silu, 1, S, vnc_f_silu(a), VNC_NA, VNC_NA, VNC_NA) \
   X(softplus, 1, S, vnc_f_softplus(a, (float)P->f[0], (float)P->f[1]), VNC_NA, VNC_NA, VNC_NA) \
   X(leaky_relu, 1, S, a > 0.0f ? a : a * (float)P->f[0], VNC_NA, VNC_NA, VNC_NA) \
   X(elu, 1, S, vnc_f_elu(a, (float)P->f[0], (float)P->f[1], (float)P->f[2]), VNC_NA, VNC_NA, VNC_NA) \
   X(hardswish, 1, S, vnc_f_hardswish(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(mish, 1, S, a * tanhf(log1pf(expf(a))), VNC_NA, VNC_NA, VNC_NA) \
+  X(mish, 1, S, vnc_f_mish(a), VNC_NA, VNC_NA, VNC_NA) \
   X(mish_backward, 2, S, vnc_f_mish_grad(a, b), VNC_NA, VNC_NA, VNC_NA) /* a: grad, b: input */ \
   /* nan_to_num: P->f = {nan, posinf, neginf} replacements */ \
   X(nan_to_num, 1, S, isnan(a) ? (float)P->f[0] : a == INFINITY ? (float)P->f[1] : a == -INFINITY ? (float)P->f[2] : a, a, a, VNC_NA) \

@@ -58,6 +58,20 @@ typedef struct vnc_reduce_params {
 vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it,
                       int nout, const vnc_reduce_params *params);
 
+/* A pointwise producer fused into a reduction: writes the values of `n` consecutive reduced
+ * elements to out (float32 for floating reductions, int64 for integer ones), given each
+ * producer input's address of the first of them and byte stride along them. */
+typedef void (*vnc_reduce_producer)(void *ctx, char *const *in, const int64_t *strides, int64_t n, void *out);
+
+/* vnc_reduce of values computed on the fly instead of read: operands nout..it->nops-1 of `it`
+ * are the producer's inputs in the reduction's geometry, `value_dtype` the dtype of the
+ * values (it picks the accumulation, as the input dtype does for vnc_reduce). Same schedule,
+ * hence the same result as reducing the stored values. `ctx` must stay valid until the task
+ * has run (a compiled graph calls this inline). */
+vnc_status vnc_reduce_fused(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it, int nout,
+                            const vnc_reduce_params *params, int32_t value_dtype, vnc_reduce_producer producer,
+                            void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,9 +54,17 @@ void vnc_set_current_stream(vnc_stream *s);
 vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
                       size_t payload_size, vnc_release_fn release);
 
-/* vnc_launch calls made by the calling thread so far (every kernel and copy task goes through
- * vnc_launch): the PyTorch glue compares it before and after a kernel to know whether the
- * kernel has issued work that may have written memory. */
+/* As vnc_launch, for a task the caller knows to be tiny (a few microseconds: kernels on a
+ * few thousand elements). When the stream is idle (nothing queued or running) it runs on the
+ * caller's thread at once, saving the hand-off to the worker, which costs more than such a
+ * task; it still takes its place in the stream's order and a failure still becomes the sticky
+ * error, exactly as if the worker had run it. Otherwise it is enqueued. */
+vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
+                            size_t payload_size, vnc_release_fn release);
+
+/* vnc_launch and vnc_launch_small calls made by the calling thread so far (every kernel and
+ * copy task goes through one of them): the PyTorch glue compares it before and after a kernel
+ * to know whether the kernel has issued work that may have written memory. */
 uint64_t vnc_thread_launches(void);
 
 /* Waits until all enqueued work has run; returns (and clears) the sticky error. */

@@ -66,9 +66,12 @@ static int buf_file(buf *b, const char *path) {
   return rc;
 }
 
-/* The flags of every compile (the caller's tier flags follow); part of the cache key. */
+/* The flags of every compile (the caller's tier flags follow); part of the cache key.
+ * -fno-math-errno and -fno-trapping-math change no value (the runtime's kernels are built with
+ * them too) and let selects and sqrt vectorise. */
 static const char FIXED_FLAGS[] =
-    "-std=c11 -O3 -fPIC -shared -ffp-contract=off -fwrapv -fvisibility=hidden -Wl,-z,defs -DVNC_JIT_GENERATED";
+    "-std=c11 -O3 -fPIC -shared -ffp-contract=off -fwrapv -fno-math-errno -fno-trapping-math -fvisibility=hidden "
+    "-Wl,-z,defs -DVNC_JIT_GENERATED";
 
 /* ---------------------------------------------------------------- paths */
 

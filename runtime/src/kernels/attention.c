@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "tier.h"
 #include "vnc/attention.h"
 #include "vnc/threadpool.h"
 
@@ -42,20 +43,19 @@ static void forward_pairs(void *ctx, int64_t p0, int64_t p1) {
   const vnc_attention *a = &t->a;
   const int64_t L = a->L, S = a->S, Ev = a->Ev;
   float *sc = malloc(sizeof(float) * (size_t)(L * S + 1));
+  const vnc_tier_ops *tier = vnc_tier();
   for (int64_t p = p0; p < p1; p++) {
     scores(a, p, sc);
     for (int64_t i = 0; i < L; i++) { /* rows become probabilities; a row with no finite score: zeros */
       float *row = sc + i * S, m = -INFINITY, sum = 0.0f;
-      for (int64_t j = 0; j < S; j++) m = row[j] > m ? row[j] : m;
+      m = tier->row_max(row, S); /* a NaN score makes the row NaN, as on CPU */
       if (m == -INFINITY) {
         memset(row, 0, sizeof(float) * (size_t)S);
         t->lse_out[p * L + i] = -INFINITY;
         continue;
       }
-      for (int64_t j = 0; j < S; j++) {
-        row[j] = expf(row[j] - m);
-        sum = sum + row[j];
-      }
+      tier->exp_shift(row, row, m, S);
+      sum = vnc_canonical_sum(row, S); /* 8 lanes: a serial chain of S adds cost more than the exps */
       t->lse_out[p * L + i] = m + logf(sum);
       for (int64_t j = 0; j < S; j++) row[j] = row[j] / sum;
     }
@@ -72,7 +72,7 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
   const attn_task *t = ctx;
   const vnc_attention *a = &t->a;
   const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev;
-  float *pm = malloc(sizeof(float) * (size_t)(2 * L * S + 1)), *ds = pm + L * S;
+  float *pm = malloc(sizeof(float) * (size_t)(2 * L * S + a->Ev + 1)), *ds = pm + L * S, *prod = ds + L * S;
   for (int64_t p = p0; p < p1; p++) {
     const int64_t H = a->H;
     const float *dout = rows(&t->dout, H, p), *out = rows(&t->out, H, p), *lse = t->lse + p * L;
@@ -85,15 +85,15 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
       continue;
     }
     scores(a, p, pm);
-    for (int64_t i = 0; i < L * S; i++) { /* P from the saved logsumexp */
-      const float l = lse[i / S];
-      pm[i] = l == -INFINITY ? 0.0f : expf(pm[i] - l);
+    for (int64_t i = 0; i < L; i++) { /* P from the saved logsumexp */
+      if (lse[i] == -INFINITY) memset(pm + i * S, 0, sizeof(float) * (size_t)S);
+      else vnc_tier()->exp_shift(pm + i * S, pm + i * S, lse[i], S);
     }
     vnc_sgemm(1, 0, S, Ev, L, 1.0f, pm, S, dout, ldo, 0.0f, dv, t->dv.row_stride); /* dV = P^T dO */
     vnc_sgemm(0, 1, L, S, Ev, 1.0f, dout, ldo, rows(&a->v, H, p), a->v.row_stride, 0.0f, ds, S); /* dP = dO V^T */
-    for (int64_t i = 0; i < L; i++) { /* dS = P (dP - D), D_i = dO_i . O_i */
-      float d = 0.0f;
-      for (int64_t e = 0; e < Ev; e++) d = d + dout[i * ldo + e] * out[i * lo + e];
+    for (int64_t i = 0; i < L; i++) { /* dS = P (dP - D), D_i = dO_i . O_i (canonical sum) */
+      for (int64_t e = 0; e < Ev; e++) prod[e] = dout[i * ldo + e] * out[i * lo + e];
+      const float d = vnc_canonical_sum(prod, Ev);
       for (int64_t j = 0; j < S; j++) ds[i * S + j] = pm[i * S + j] * (ds[i * S + j] - d);
     }
     if (t->dbias) memcpy(t->dbias + p * L * S, ds, sizeof(float) * (size_t)(L * S));

@@ -74,7 +74,8 @@ vnc_status vnc_copy(vnc_stream *s, const char *op, const vnc_tensor *dst, const 
                          vnc_dtype_name(src->dtype), vnc_dtype_name(dst->dtype));
   if (t.it.numel == 0) return VNC_OK;
   t.elem_size = (int64_t)vnc_dtype_size(dst->dtype);
-  return vnc_launch(s, op ? op : "aten::copy_", copy_run, &t, sizeof t, NULL);
+  return (t.it.numel <= VNC_SMALL_TASK ? vnc_launch_small : vnc_launch)(s, op ? op : "aten::copy_", copy_run, &t,
+                                                                       sizeof t, NULL);
 }
 
 typedef struct fill_task {
@@ -121,7 +122,8 @@ vnc_status vnc_fill(vnc_stream *s, const char *op, const vnc_tensor *dst, const 
   if (t.it.numel == 0) return VNC_OK;
   t.elem_size = (int64_t)vnc_dtype_size(dst->dtype);
   memcpy(t.value, value, (size_t)t.elem_size);
-  return vnc_launch(s, op ? op : "aten::fill_", fill_run, &t, sizeof t, NULL);
+  return (t.it.numel <= VNC_SMALL_TASK ? vnc_launch_small : vnc_launch)(s, op ? op : "aten::fill_", fill_run, &t,
+                                                                       sizeof t, NULL);
 }
 
 vnc_loop_fn vnc_copy_loop(int32_t dst, int32_t src) {

@@ -1,6 +1,6 @@
-/* Elementwise kernels: one contiguous typed loop per (op, type class), generated from
- * vnc/ew_table.h; a launcher that converts operands of other dtypes in small chunks, reads
- * scalar operands from the task, and caches per-geometry plans. */
+/* Elementwise launcher: the contiguous typed loop per (op, type class) comes from the CPU
+ * tier's table (tier_kernels.c, generated from vnc/ew_table.h); operands of other dtypes are
+ * converted in small chunks, scalar operands read from the task, plans cached per geometry. */
 /* Integer bodies are generic over signedness: `b == -1` is simply false for unsigned T. */
 #pragma GCC diagnostic ignored "-Wtype-limits"
 #include <pthread.h>
@@ -9,25 +9,10 @@
 #include "dtype.h"
 #include "internal.h"
 #include "plan.h"
+#include "tier.h"
 #include "vnc/elementwise.h"
 #include "vnc/ew_scalar.h"
 #include "vnc/threadpool.h"
-
-/* Contiguous typed loop: out[i] = body(in0[i], in1[i], in2[i]). */
-typedef void (*ew_kernel)(int64_t n, char *out, char *const *in, const vnc_ew_params *P);
-
-/* Type classes: the C type each class computes in and the dtype of that type. */
-#define EW_CLASSES(X, ...)                                                        \
-  X(F32, float, VNC_FLOAT32, F, __VA_ARGS__) X(I64, int64_t, VNC_INT64, I, __VA_ARGS__) \
-  X(I32, int32_t, VNC_INT32, I, __VA_ARGS__) X(I16, int16_t, VNC_INT16, I, __VA_ARGS__) \
-  X(I8, int8_t, VNC_INT8, I, __VA_ARGS__) X(U8, uint8_t, VNC_UINT8, I, __VA_ARGS__)     \
-  X(B, _Bool, VNC_BOOL, B, __VA_ARGS__) X(C64, vnc_c64, VNC_COMPLEX64, C, __VA_ARGS__)
-
-enum {
-#define EW_CLASS_ENUM(CLS, TT, DT, COL, ...) EW_CLS_##CLS,
-  EW_CLASSES(EW_CLASS_ENUM, ~) EW_NCLS
-#undef EW_CLASS_ENUM
-};
 
 static const int32_t class_dtype[EW_NCLS] = {
 #define EW_CLASS_DT(CLS, TT, DT, COL, ...) DT,
@@ -49,38 +34,8 @@ static int class_of(int32_t dtype) {
   }
 }
 
-/* Pick the body of a class: F, I, B or C column. */
-#define EW_BODY_F(F, I, B, C) F
-#define EW_BODY_I(F, I, B, C) I
-#define EW_BODY_B(F, I, B, C) B
-#define EW_BODY_C(F, I, B, C) C
-#define EW_RES_S(T) T
-#define EW_RES_B(T) _Bool
-
-/* Runtime CPU dispatch: GCC builds each loop for AVX-512, AVX2 and baseline x86-64 and
- * picks one at load time (ifunc), so one binary runs on any x86-64. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(VNC_NO_CLONES)
-#define EW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define EW_CLONES
-#endif
-
-#define EW_DEF_KERNEL(CLS, TT, DT, COL, name, nin, res, F, I, B, C)                      \
-  EW_CLONES static void ew_##name##_##CLS(int64_t n, char *out, char *const *in, const vnc_ew_params *P) { \
-    typedef TT T;                                                                         \
-    typedef EW_RES_##res(TT) R;                                                           \
-    R *o = (R *)out;                                                                      \
-    const T *x = (const T *)in[0];                                                        \
-    const T *y = (nin) > 1 ? (const T *)in[1] : x;                                        \
-    const T *z = (nin) > 2 ? (const T *)in[2] : x;                                        \
-    (void)P;                                                                              \
-    for (int64_t i = 0; i < n; i++) {                                                     \
-      T a = x[i], b = y[i], c = z[i];                                                     \
-      (void)a; (void)b; (void)c;                                                          \
-      o[i] = _Generic((EW_BODY_##COL(F, I, B, C)), vnc_ew_na: (R)0,                       \
-                      default: (EW_BODY_##COL(F, I, B, C)));                              \
-    }                                                                                     \
-  }                                                                                       \
+/* 1 if `name` has a body for class CLS (the VNC_NA placeholder otherwise). */
+#define EW_DEF_HAS(CLS, TT, DT, COL, name, nin, res, F, I, B, C)                         \
   static int ew_has_##name##_##CLS(void) {                                                \
     typedef TT T;                                                                         \
     T a = 0, b = 0, c = 0;                                                                \
@@ -88,21 +43,19 @@ static int class_of(int32_t dtype) {
     (void)a; (void)b; (void)c; (void)P;                                                   \
     return _Generic((EW_BODY_##COL(F, I, B, C)), vnc_ew_na: 0, default: 1);               \
   }
-#define EW_DEF_OP(name, nin, res, F, I, B, C) EW_CLASSES(EW_DEF_KERNEL, name, nin, res, F, I, B, C)
+#define EW_DEF_OP(name, nin, res, F, I, B, C) EW_CLASSES(EW_DEF_HAS, name, nin, res, F, I, B, C)
 VNC_EW_TABLE(EW_DEF_OP)
 
 typedef struct op_info {
   const char *name;
   int nin;
   int bool_result;
-  ew_kernel kernels[EW_NCLS];
   int (*has[EW_NCLS])(void);
 } op_info;
 
-#define EW_KERNEL_ENTRY(CLS, TT, DT, COL, name) ew_##name##_##CLS,
 #define EW_HAS_ENTRY(CLS, TT, DT, COL, name) ew_has_##name##_##CLS,
 #define EW_INFO(name, nin, res, F, I, B, C)                                                   \
-  {#name, nin, EW_IS_BOOL_##res, {EW_CLASSES(EW_KERNEL_ENTRY, name)}, {EW_CLASSES(EW_HAS_ENTRY, name)}},
+  {#name, nin, EW_IS_BOOL_##res, {EW_CLASSES(EW_HAS_ENTRY, name)}},
 #define EW_IS_BOOL_S 0
 #define EW_IS_BOOL_B 1
 static op_info ops[VNC_EW_COUNT] = {VNC_EW_TABLE(EW_INFO)};
@@ -120,7 +73,7 @@ const char *vnc_elementwise_name(vnc_ew_op op) { return op >= 0 && op < VNC_EW_C
 #define CHUNK 256 /* elements converted per step on the conversion path */
 
 typedef struct ew_plan {
-  ew_kernel kernel;
+  int32_t op, cls;       /* the typed loop: vnc_tier()->ew[op][cls] (the tier may change) */
   int32_t compute_dtype; /* dtype of the class's C type */
   int32_t result_dtype;
   uint32_t direct;       /* bit k: operand k already has the type the kernel reads/writes */
@@ -145,8 +98,9 @@ static void ew_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_
     int32_t want = k == 0 ? pl->result_dtype : pl->compute_dtype;
     dense &= ((pl->direct >> k) & 1) && st[k] == (int64_t)vnc_dtype_size(want);
   }
+  const vnc_ew_kernel kernel = vnc_tier()->ew[pl->op][pl->cls];
   if (dense) {
-    pl->kernel(n, data[0], data + 1, &t->P);
+    kernel(n, data[0], data + 1, &t->P);
     return;
   }
   /* Conversion path: inputs to the compute type, output from the result type. */
@@ -184,7 +138,7 @@ static void ew_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_
     }
     char *dst = data[0] + off * st[0];
     int out_direct = ((pl->direct & 1) && st[0] == rs);
-    pl->kernel(m, out_direct ? dst : (char *)buf[0], in, &t->P);
+    kernel(m, out_direct ? dst : (char *)buf[0], in, &t->P);
     if (!out_direct) {
       char *ptrs[2] = {dst, (char *)buf[0]};
       const int64_t strides[2] = {st[0], rs};
@@ -233,6 +187,26 @@ vnc_status vnc_elementwise(vnc_stream *s, const char *op_name, vnc_ew_op op, con
   if (it->nops != info->nin + 1)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s takes %d inputs and one output, got %d operands",
                          op_name, info->nin, it->nops);
+  vnc_iter pow_it;
+  if (op == VNC_EW_pow && ((scalar_mask >> 2) & 1) && class_of(compute_dtype) == EW_CLS_F32) {
+    /* A scalar special exponent: its own row, so the loop vectorises (vnc_f_pow's values). */
+    const float e = (float)vnc_load_f64[it->dtypes[2]]((const char *)scalars[2]);
+    const vnc_ew_op special = e == 2.0f    ? VNC_EW_pow_sq
+                              : e == 3.0f  ? VNC_EW_pow_cube
+                              : e == 0.5f  ? VNC_EW_sqrt
+                              : e == -0.5f ? VNC_EW_rsqrt
+                              : e == -1.0f ? VNC_EW_reciprocal
+                              : e == -2.0f ? VNC_EW_pow_inv_sq
+                                          : VNC_EW_COUNT;
+    if (special != VNC_EW_COUNT) {
+      pow_it = *it;
+      pow_it.nops = 2;
+      it = &pow_it;
+      op = special;
+      info = &ops[op];
+      scalar_mask &= 3u;
+    }
+  }
   ew_task t;
   unsigned char key[16 + 4 + VNC_ITER_MAX_OPERANDS * 4 + VNC_MAX_DIMS * 8 * (VNC_ITER_MAX_OPERANDS + 1)];
   size_t klen = plan_key(key, op, compute_dtype, it, scalar_mask);
@@ -242,7 +216,8 @@ vnc_status vnc_elementwise(vnc_stream *s, const char *op_name, vnc_ew_op op, con
       return vnc_set_error(VNC_ERR_UNSUPPORTED, "\"%s\" not implemented for '%s'", op_name,
                            vnc_dtype_name(compute_dtype));
     memset(&t.plan, 0, sizeof t.plan);
-    t.plan.kernel = info->kernels[cls];
+    t.plan.op = (int32_t)op;
+    t.plan.cls = cls;
     t.plan.compute_dtype = class_dtype[cls];
     t.plan.result_dtype = info->bool_result ? VNC_BOOL : class_dtype[cls];
     for (int k = 0; k < it->nops; k++) {
@@ -261,5 +236,5 @@ vnc_status vnc_elementwise(vnc_stream *s, const char *op_name, vnc_ew_op op, con
   for (int k = 0; k < it->nops; k++)
     if ((scalar_mask >> k) & 1) memcpy(t.scalars[k], scalars[k], sizeof t.scalars[k]);
   /* Scalars are read in their own dtype through the conversion path. */
-  return vnc_launch(s, op_name, ew_run, &t, sizeof t, NULL);
+  return (it->numel <= VNC_SMALL_TASK ? vnc_launch_small : vnc_launch)(s, op_name, ew_run, &t, sizeof t, NULL);
 }

@@ -1,5 +1,5 @@
 /* GEMM: float32 through OpenBLAS sgemm (other floating dtypes packed to float32), integers
- * by an exact int64 loop. BLAS runs on the stream's worker with as many threads as the
+ * by an exact int64 loop. BLAS runs single-threaded on tiles of the product spread over the
  * runtime's pool, so the two never oversubscribe the cores together. */
 #include <cblas.h>
 #include <pthread.h>
@@ -16,8 +16,11 @@ typedef struct gemm_task {
   vnc_matrix A, B, C;
 } gemm_task;
 
+/* BLAS itself runs single-threaded: products are split into tiles run on the runtime's pool
+ * (see vnc_sgemm), whose dynamic chunks keep every core busy when one thread is descheduled,
+ * where BLAS's own threads (a static split, spinning while idle) stall and oversubscribe. */
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_init(void) { scipy_openblas_set_num_threads(vnc_num_threads()); }
+static void blas_single(void) { scipy_openblas_set_num_threads(1); }
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
@@ -51,7 +54,6 @@ static const float *operand(const vnc_matrix *m, int64_t b, int64_t rows, int64_
 }
 
 static void run_float(gemm_task *t) {
-  pthread_once(&blas_once, blas_init);
   const int64_t M = t->M, N = t->N, K = t->K;
   float *ta = malloc(sizeof(float) * (size_t)max1(M * K));
   float *tb = malloc(sizeof(float) * (size_t)max1(K * N));
@@ -75,8 +77,7 @@ static void run_float(gemm_task *t) {
         in(NULL, ptrs, st, N, 0);
       }
     }
-    scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                (blasint)M, (blasint)N, (blasint)K, (float)t->alpha, a, lda, bb, ldb, (float)t->beta, c, ldc);
+    vnc_sgemm(trans_a, trans_b, M, N, K, (float)t->alpha, a, lda, bb, ldb, (float)t->beta, c, ldc);
     if (!direct) {
       vnc_loop_fn out = vnc_copy_loop(t->C.dtype, VNC_FLOAT32);
       for (int64_t r = 0; r < M; r++) {
@@ -141,9 +142,46 @@ vnc_status vnc_gemm(vnc_stream *s, const char *op, int64_t batch, int64_t M, int
   return vnc_launch(s, op, gemm_run, &t, sizeof t, NULL);
 }
 
+/* Tiles of C: rows in blocks of TILE_M; columns in blocks of TILE_N only when there are few
+ * row blocks. The split depends on the shape alone (never on the thread count), and each
+ * element is the same K-ordered product whichever tile computes it. */
+#define TILE_M 128
+#define TILE_N 128
+
+typedef struct sgemm_args {
+  int trans_a, trans_b;
+  int64_t M, N, K, tm, tn, ntn;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  int64_t lda, ldb, ldc;
+} sgemm_args;
+
+static void sgemm_tiles(void *ctx, int64_t t0, int64_t t1) {
+  const sgemm_args *g = ctx;
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t i0 = (t / g->ntn) * g->tm, j0 = (t % g->ntn) * g->tn;
+    const int64_t m = g->M - i0 < g->tm ? g->M - i0 : g->tm, n = g->N - j0 < g->tn ? g->N - j0 : g->tn;
+    const float *a = g->trans_a ? g->A + i0 : g->A + i0 * g->lda;
+    const float *b = g->trans_b ? g->B + j0 * g->ldb : g->B + j0;
+    scipy_cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans, g->trans_b ? CblasTrans : CblasNoTrans,
+                      (blasint)m, (blasint)n, (blasint)g->K, g->alpha, a, (blasint)g->lda, b, (blasint)g->ldb, g->beta,
+                      g->C + i0 * g->ldc + j0, (blasint)g->ldc);
+  }
+}
+
 void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  pthread_once(&blas_once, blas_init);
-  scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                    (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+  pthread_once(&blas_once, blas_single);
+  sgemm_args g = {trans_a, trans_b, M, N, K, TILE_M, N, 1, alpha, beta, A, B, C, lda, ldb, ldc};
+  if ((double)M * (double)N * (double)K > (double)(1 << 28)) g.tm = 2 * TILE_M; /* repack B less often */
+  const int64_t ntm = (M + g.tm - 1) / g.tm;
+  if (ntm < 4 && N > TILE_N) {
+    g.tn = TILE_N;
+    g.ntn = (N + TILE_N - 1) / TILE_N;
+  }
+  const int64_t tiles = ntm * g.ntn;
+  /* Each tile must be worth a task: about 1 MFLOP. */
+  if (tiles == 1 || 2 * M * N * K < (int64_t)1 << 21) sgemm_tiles(&g, 0, tiles);
+  else vnc_parallel_for(tiles, 1, sgemm_tiles, &g);
 }

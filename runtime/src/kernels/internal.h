@@ -20,8 +20,14 @@ void vnc_from_f32(void *dst, int32_t dtype, int64_t stride, const float *src, in
 vnc_status vnc_launch_parallel(vnc_stream *s, const char *op, vnc_range_fn fn, int64_t n, int64_t grain,
                                const void *payload, size_t payload_size, vnc_release_fn release);
 
+/* Kernels on at most this many elements launch with vnc_launch_small (run on the caller's
+ * thread when the stream is idle): the hand-off to the worker costs more than they do. */
+#define VNC_SMALL_TASK 4096
+
 /* The canonical float sum of n contiguous floats (schedule of vnc/reduce.h). */
 float vnc_canonical_sum(const float *x, int64_t n);
+/* The canonical sum of (x[i] - shift)^2, each term rounded as computed alone. */
+float vnc_canonical_sum_sq(const float *x, int64_t n, float shift);
 
 /* Row-major float32 GEMM through BLAS: C = alpha * op(A) @ op(B) + beta * C. */
 void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

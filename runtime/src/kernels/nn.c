@@ -5,6 +5,7 @@
 #include <string.h>
 #include "dtype.h"
 #include "internal.h"
+#include "tier.h"
 #include "vnc/nn.h"
 #include "vnc/threadpool.h"
 
@@ -32,43 +33,51 @@ typedef struct softmax_task {
   vnc_rows a, b, out; /* forward: a = x; backward: a = grad, b = y */
 } softmax_task;
 
+/* A float32 row with unit stride is read (and written) in place; others go through buffers. */
+static int dense_f32(const vnc_rows *r) { return r->dtype == VNC_FLOAT32 && (r->stride == 1 || r->n == 1); }
+
 static void softmax_rows(void *ctx, int64_t r0, int64_t r1) {
   const softmax_task *t = ctx;
   const int64_t n = t->out.n;
-  float s1[STACK_ROW], s2[STACK_ROW];
-  float *x = row_buffer(s1, n), *y = row_buffer(s2, n);
+  const vnc_tier_ops *tier = vnc_tier();
+  const int da = dense_f32(&t->a), db = t->backward && dense_f32(&t->b), dout = dense_f32(&t->out);
+  float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW];
+  float *xb = da ? NULL : row_buffer(s1, n), *yb = dout && (db || !t->backward) ? NULL : row_buffer(s2, n);
+  float *tmp = row_buffer(s3, n);
   for (int64_t r = r0; r < r1; r++) {
     int64_t o = r / t->out.inner, i = r % t->out.inner;
-    load_row(&t->a, o, i, x);
+    const float *x = da ? (const float *)row_ptr(&t->a, o, 0, i) : xb;
+    float *y = yb ? yb : (float *)row_ptr(&t->out, o, 0, i);
+    if (!da) load_row(&t->a, o, i, xb);
     if (!t->backward) {
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n; j++) mx = (isnan(x[j]) || x[j] > mx) ? x[j] : mx;
-      for (int64_t j = 0; j < n; j++) y[j] = expf(x[j] - mx);
-      float sum = vnc_canonical_sum(y, n);
+      const float mx = tier->row_max(x, n);
+      tier->exp_shift(tmp, x, mx, n);
+      const float sum = vnc_canonical_sum(tmp, n);
       if (t->log) {
-        float lse = logf(sum);
+        const float lse = logf(sum);
         for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - lse;
       } else {
-        for (int64_t j = 0; j < n; j++) y[j] = y[j] / sum;
+        const float inv = 1.0f / sum; /* ATen's vectorised softmax multiplies by 1 / sum too */
+        for (int64_t j = 0; j < n; j++) y[j] = tmp[j] * inv;
       }
-    } else { /* x = grad, y = output */
-      load_row(&t->b, o, i, y);
+    } else { /* x = grad, b = output */
+      const float *yo = db ? (const float *)row_ptr(&t->b, o, 0, i) : y;
+      if (!db) load_row(&t->b, o, i, y);
       if (t->log) {
-        float gsum = vnc_canonical_sum(x, n);
-        for (int64_t j = 0; j < n; j++) y[j] = x[j] - expf(y[j]) * gsum;
+        const float gsum = vnc_canonical_sum(x, n);
+        tier->exp_shift(tmp, yo, 0.0f, n);
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] - tmp[j] * gsum;
       } else {
-        float s3[STACK_ROW];
-        float *gy = row_buffer(s3, n);
-        for (int64_t j = 0; j < n; j++) gy[j] = x[j] * y[j];
-        float dot = vnc_canonical_sum(gy, n);
-        free_row(s3, gy);
-        for (int64_t j = 0; j < n; j++) y[j] = y[j] * (x[j] - dot);
+        for (int64_t j = 0; j < n; j++) tmp[j] = x[j] * yo[j];
+        const float dot = vnc_canonical_sum(tmp, n);
+        for (int64_t j = 0; j < n; j++) y[j] = yo[j] * (x[j] - dot);
       }
     }
-    store_row(&t->out, o, i, y);
+    if (yb) store_row(&t->out, o, i, y);
   }
-  free_row(s1, x);
-  free_row(s2, y);
+  if (xb) free_row(s1, xb);
+  if (yb) free_row(s2, yb);
+  free_row(s3, tmp);
 }
 
 static vnc_status softmax_run(void *p) {
@@ -115,33 +124,36 @@ static void load_vec(const void *p, int32_t dtype, int64_t n, float *buf) {
 static void ln_fwd_rows(void *ctx, int64_t r0, int64_t r1) {
   const ln_task *t = ctx;
   const int64_t N = t->N;
+  const int f32 = t->dtype == VNC_FLOAT32; /* rows read and written in place */
   float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW];
-  float *x = row_buffer(s1, N), *w = t->w ? row_buffer(s2, N) : NULL, *b = t->b ? row_buffer(s3, N) : NULL;
-  if (w) load_vec(t->w, t->dtype, N, w);
-  if (b) load_vec(t->b, t->dtype, N, b);
+  float *x = f32 ? NULL : row_buffer(s1, N), *w = NULL, *b = NULL;
+  if (t->w) {
+    w = f32 ? (float *)t->w : row_buffer(s2, N);
+    if (!f32) load_vec(t->w, t->dtype, N, w);
+  }
+  if (t->b) {
+    b = f32 ? (float *)t->b : row_buffer(s3, N);
+    if (!f32) load_vec(t->b, t->dtype, N, b);
+  }
   vnc_rows X = row_of(t->x, t->dtype, t->M, N), Y = row_of(t->y, t->dtype, t->M, N);
+  const vnc_tier_ops *tier = vnc_tier();
   for (int64_t r = r0; r < r1; r++) {
-    load_row(&X, r, 0, x);
-    float mean = vnc_canonical_sum(x, N) / (float)N;
-    for (int64_t j = 0; j < N; j++) x[j] -= mean;
-    float sq[STACK_ROW], *q = row_buffer(sq, N);
-    for (int64_t j = 0; j < N; j++) q[j] = x[j] * x[j];
-    float var = vnc_canonical_sum(q, N) / (float)N;
-    free_row(sq, q);
-    float rstd = 1.0f / sqrtf(var + (float)t->eps);
-    for (int64_t j = 0; j < N; j++) {
-      float v = x[j] * rstd;
-      if (w) v = v * w[j];
-      if (b) v = v + b[j];
-      x[j] = v;
-    }
-    store_row(&Y, r, 0, x);
+    const float *xr = f32 ? (const float *)row_ptr(&X, r, 0, 0) : x;
+    float *yr = f32 ? (float *)row_ptr(&Y, r, 0, 0) : x;
+    if (!f32) load_row(&X, r, 0, x);
+    const float mean = vnc_canonical_sum(xr, N) / (float)N;
+    const float var = vnc_canonical_sum_sq(xr, N, mean) / (float)N; /* canonical sum of (x - mean)^2 */
+    const float rstd = 1.0f / sqrtf(var + (float)t->eps);
+    tier->norm_row(yr, xr, N, mean, rstd, w, b);
+    if (!f32) store_row(&Y, r, 0, x);
     vnc_store_f64[t->stat_dtype]((char *)t->out_mean + r * (int64_t)vnc_dtype_size(t->stat_dtype), mean);
     vnc_store_f64[t->stat_dtype]((char *)t->out_rstd + r * (int64_t)vnc_dtype_size(t->stat_dtype), rstd);
   }
-  free_row(s1, x);
-  if (w) free_row(s2, w);
-  if (b) free_row(s3, b);
+  if (!f32) {
+    free_row(s1, x);
+    if (w) free_row(s2, w);
+    if (b) free_row(s3, b);
+  }
 }
 
 static vnc_status ln_fwd_run(void *p) {
@@ -171,19 +183,27 @@ static void ln_bwd_rows(void *ctx, int64_t r0, int64_t r1) { /* dx */
   float *x = row_buffer(s1, N), *g = row_buffer(s2, N), *w = t->w ? row_buffer(s3, N) : NULL, *tmp = row_buffer(s4, N);
   if (w) load_vec(t->w, t->dtype, N, w);
   vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N), D = row_of(t->dx, t->dtype, t->M, N);
+  const int f32 = t->dtype == VNC_FLOAT32;
   for (int64_t r = r0; r < r1; r++) {
-    load_row(&X, r, 0, x);
-    load_row(&G, r, 0, g);
+    const float *xr = x, *gr = g;
+    if (f32) {
+      xr = (const float *)row_ptr(&X, r, 0, 0);
+      gr = (const float *)row_ptr(&G, r, 0, 0);
+    } else {
+      load_row(&X, r, 0, x);
+      load_row(&G, r, 0, g);
+    }
     float mean = stat_at(t->mean, t->stat_dtype, r), rstd = stat_at(t->rstd, t->stat_dtype, r);
     for (int64_t j = 0; j < N; j++) {
-      x[j] = (x[j] - mean) * rstd; /* x_hat */
-      if (w) g[j] = g[j] * w[j];   /* dx_hat */
+      x[j] = (xr[j] - mean) * rstd;   /* x_hat */
+      g[j] = w ? gr[j] * w[j] : gr[j]; /* dx_hat */
     }
     float a = vnc_canonical_sum(g, N) / (float)N;
     for (int64_t j = 0; j < N; j++) tmp[j] = g[j] * x[j];
     float b = vnc_canonical_sum(tmp, N) / (float)N;
-    for (int64_t j = 0; j < N; j++) tmp[j] = rstd * ((g[j] - a) - x[j] * b);
-    store_row(&D, r, 0, tmp);
+    float *d = f32 ? (float *)row_ptr(&D, r, 0, 0) : tmp;
+    for (int64_t j = 0; j < N; j++) d[j] = rstd * ((g[j] - a) - x[j] * b);
+    if (!f32) store_row(&D, r, 0, tmp);
   }
   free_row(s1, x);
   free_row(s2, g);
@@ -198,13 +218,17 @@ static void ln_bwd_cols(void *ctx, int64_t c0, int64_t c1) { /* dweight, dbias: 
   memset(aw, 0, sizeof(float) * (size_t)n * 2);
   vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N);
   X.n = G.n = n;
+  const int f32 = t->dtype == VNC_FLOAT32;
   for (int64_t r = 0; r < t->M; r++) {
-    vnc_to_f32(x, row_ptr(&X, r, c0, 0), t->dtype, 1, n);
-    vnc_to_f32(g, row_ptr(&G, r, c0, 0), t->dtype, 1, n);
+    const float *xr = f32 ? (const float *)row_ptr(&X, r, c0, 0) : x, *gr = f32 ? (const float *)row_ptr(&G, r, c0, 0) : g;
+    if (!f32) {
+      vnc_to_f32(x, row_ptr(&X, r, c0, 0), t->dtype, 1, n);
+      vnc_to_f32(g, row_ptr(&G, r, c0, 0), t->dtype, 1, n);
+    }
     float mean = stat_at(t->mean, t->stat_dtype, r), rstd = stat_at(t->rstd, t->stat_dtype, r);
     for (int64_t j = 0; j < n; j++) {
-      aw[j] += g[j] * ((x[j] - mean) * rstd);
-      ab[j] += g[j];
+      aw[j] += gr[j] * ((xr[j] - mean) * rstd);
+      ab[j] += gr[j];
     }
   }
   const int64_t es = (int64_t)vnc_dtype_size(t->dtype);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "dtype.h"
 #include "internal.h"
+#include "tier.h"
 #include "vnc/reduce.h"
 #include "vnc/threadpool.h"
 
@@ -29,6 +30,8 @@ typedef struct red_task {
   int64_t R, O, nchunks;
   float *means;   /* VAR second pass: per-output mean */
   partial *parts; /* O * nchunks */
+  vnc_reduce_producer producer; /* fused input (vnc_reduce_fused), else NULL */
+  void *pctx;
 } red_task;
 
 static int wants_max(vnc_reduce_op op) {
@@ -53,7 +56,10 @@ static int64_t red_offset(const red_task *t, int k, int64_t r) { return dims_off
 /* Input elements r0..r0+n-1 (reduced index order) of output o as float or int64: a
  * pointer into the input when they are already dense in the accumulation type, else
  * converted into buf. */
+static const void *produce_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf);
+
 static const void *load_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf) {
+  if (t->producer) return produce_run(t, o, r0, n, buf);
   const int in = t->it.nops - 1;
   const char *base = t->it.data[in] + outer_offset(t, in, o);
   const int32_t acc_dt = t->acc == ACC_F ? VNC_FLOAT32 : VNC_INT64;
@@ -82,46 +88,42 @@ static const void *load_run(const red_task *t, int64_t o, int64_t r0, int64_t n,
   return buf;
 }
 
+/* The same elements computed by a fused producer from its inputs (operands nout..nops-1), a run
+ * along the innermost reduced dim at a time. */
+static const void *produce_run(const red_task *t, int64_t o, int64_t r0, int64_t n, void *buf) {
+  const int64_t acc_sz = t->acc == ACC_F ? 4 : 8;
+  char *ptrs[VNC_ITER_MAX_OPERANDS];
+  int64_t strides[VNC_ITER_MAX_OPERANDS];
+  int64_t done = 0;
+  while (done < n) {
+    int64_t run = n - done;
+    if (t->nred > 0) {
+      const int d0 = t->red_dims[0];
+      const int64_t idx = (r0 + done) % t->it.shape[d0];
+      if (t->it.shape[d0] - idx < run) run = t->it.shape[d0] - idx;
+    }
+    for (int k = t->nout; k < t->it.nops; k++) {
+      ptrs[k - t->nout] = t->it.data[k] + outer_offset(t, k, o) + red_offset(t, k, r0 + done);
+      strides[k - t->nout] = t->nred ? t->it.strides[k][t->red_dims[0]] : 0;
+    }
+    t->producer(t->pctx, ptrs, strides, run, (char *)buf + done * acc_sz);
+    done += run;
+  }
+  return buf;
+}
+
 /* Combines partials pairwise: ((p0 + p1) + (p2 + p3)) + ... */
 static float pairwise_f(float *v, int64_t n);
 
 #define RUN 128 /* elements per 8-lane run */
 
-/* The canonical sum of one block of n <= VNC_REDUCE_BLOCK terms f(x[i]): runs of RUN
- * elements summed in 8 interleaved lanes (lane tree ((0+1)+(2+3))+((4+5)+(6+7))), run sums
- * combined pairwise. `kind`: 0 x, 1 x^2, 2 |x|^pw, 3 |x|; each after subtracting `shift`. */
+/* The canonical sum of one block (runs of 128 in 8 lanes, run sums pairwise): the tier's
+ * vectorised loop (tier_kernels.c). */
 static float lanes_sum_f(const float *x, int64_t n, int kind, float shift, float pw) {
-  float runs[VNC_REDUCE_BLOCK / RUN + 1];
-  int64_t nr = 0;
-  for (int64_t r0 = 0; r0 < n; r0 += RUN) {
-    int64_t m = n - r0 < RUN ? n - r0 : RUN;
-    float l[8] = {0};
-    if (kind == 0 && shift == 0.0f) { /* same lanes, written so the compiler vectorises */
-      const float *xr = x + r0;
-      int64_t i = 0;
-      for (; i + 8 <= m; i += 8)
-        for (int k = 0; k < 8; k++) l[k] += xr[i + k];
-      for (; i < m; i++) l[i & 7] += xr[i];
-    } else {
-      for (int64_t i = 0; i < m; i++) {
-        float v = x[r0 + i] - shift;
-        l[i & 7] += kind == 1 ? v * v : kind == 2 ? powf(fabsf(v), pw) : kind == 3 ? fabsf(v) : v;
-      }
-    }
-    runs[nr++] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-  }
-  return pairwise_f(runs, nr);
+  return vnc_tier()->block_sum(x, n, kind, shift, pw);
 }
 
-static float pairwise_f(float *v, int64_t n) {
-  while (n > 1) {
-    int64_t h = 0;
-    for (int64_t i = 0; i + 1 < n; i += 2) v[h++] = v[i] + v[i + 1];
-    if (n & 1) v[h++] = v[n - 1];
-    n = h;
-  }
-  return n ? v[0] : 0.0f;
-}
+static float pairwise_f(float *v, int64_t n) { return vnc_pairwise_sum(v, n); }
 
 /* The partial of output o over reduced range [r0, r1). */
 static partial reduce_range(const red_task *t, int64_t o, int64_t r0, int64_t r1) {
@@ -246,11 +248,11 @@ static partial combine(const red_task *t, partial *ps, int64_t n) {
  * For sums whose innermost iterator dim is an output dim (column sums), one pass over the
  * input rows serves TILE outputs. Each output still follows the canonical schedule exactly
  * (runs of RUN in 8 lanes, runs/blocks pairwise), so results equal the per-output path. */
-#define TILE 64
+#define TILE VNC_TILE_OUTPUTS
 
 static int tiled(const red_task *t) {
   const int in = t->it.nops - 1;
-  return t->acc == ACC_F && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR) &&
+  return !t->producer && t->acc == ACC_F && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR) &&
          t->nouter > 0 && t->nred > 0 &&
          llabs(t->it.strides[in][t->outer_dims[0]]) < llabs(t->it.strides[in][t->red_dims[0]]);
 }
@@ -266,25 +268,30 @@ static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, i
   const int square = t->means != NULL;
   float blocks[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK + 1][TILE];
   float runs[VNC_REDUCE_BLOCK / RUN + 1][TILE];
-  float lanes[8][TILE], row[TILE], tmp[64];
+  float lanes[8][VNC_TILE_OUTPUTS], row[TILE], tmp[64];
   int64_t nb = 0;
   for (int64_t b = r0; b < r1; b += VNC_REDUCE_BLOCK) {
     int64_t bend = r1 - b < VNC_REDUCE_BLOCK ? r1 : b + VNC_REDUCE_BLOCK, nr = 0;
     for (int64_t q = b; q < bend; q += RUN) {
       int64_t qend = bend - q < RUN ? bend : q + RUN;
       memset(lanes, 0, sizeof lanes);
-      for (int64_t r = q; r < qend; r++) {
-        const char *p = base + red_offset(t, in, r);
-        const float *x = (const float *)p;
-        if (!direct) {
-          char *ptrs[2] = {(char *)row, (char *)p};
-          const int64_t strides[2] = {4, st0};
-          conv(NULL, ptrs, strides, nt, 0);
-          x = row;
+      if (direct && t->nred == 1) { /* rows at one stride: the tier's vectorised loop */
+        const int64_t rs = t->it.strides[in][t->red_dims[0]];
+        vnc_tier()->tile_run(lanes, (const float *)(base + q * rs), rs / 4, qend - q, nt, square ? shift : NULL);
+      } else {
+        for (int64_t r = q; r < qend; r++) {
+          const char *p = base + red_offset(t, in, r);
+          const float *x = (const float *)p;
+          if (!direct) {
+            char *ptrs[2] = {(char *)row, (char *)p};
+            const int64_t strides[2] = {4, st0};
+            conv(NULL, ptrs, strides, nt, 0);
+            x = row;
+          }
+          float *l = lanes[(r - q) & 7];
+          if (square) for (int64_t j = 0; j < nt; j++) { float v = x[j] - shift[j]; l[j] += v * v; }
+          else for (int64_t j = 0; j < nt; j++) l[j] += x[j];
         }
-        float *l = lanes[(r - q) & 7];
-        if (square) for (int64_t j = 0; j < nt; j++) { float v = x[j] - shift[j]; l[j] += v * v; }
-        else for (int64_t j = 0; j < nt; j++) l[j] += x[j];
       }
       for (int64_t j = 0; j < nt; j++)
         runs[nr][j] = ((lanes[0][j] + lanes[1][j]) + (lanes[2][j] + lanes[3][j])) +
@@ -394,19 +401,39 @@ static vnc_status red_run(void *p) {
   return VNC_OK;
 }
 
+static vnc_status reduce_launch(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it, int nout,
+                                const vnc_reduce_params *params, int32_t in_dt, vnc_reduce_producer producer,
+                                void *pctx);
+
 vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it,
                       int nout, const vnc_reduce_params *params) {
-  if (op < 0 || op >= VNC_RED_COUNT)
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction %d", op_name, (int)op);
   if (nout < 1 || nout > 2 || it->nops != nout + 1)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: expected %d outputs and one input", op_name, nout);
+  return reduce_launch(s, op_name, op, it, nout, params, it->dtypes[it->nops - 1], NULL, NULL);
+}
+
+vnc_status vnc_reduce_fused(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it, int nout,
+                            const vnc_reduce_params *params, int32_t value_dtype, vnc_reduce_producer producer,
+                            void *ctx) {
+  if (nout < 1 || nout > 2 || it->nops <= nout || !producer)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: expected %d outputs, producer inputs and a producer", op_name,
+                         nout);
+  return reduce_launch(s, op_name, op, it, nout, params, value_dtype, producer, ctx);
+}
+
+static vnc_status reduce_launch(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it, int nout,
+                                const vnc_reduce_params *params, int32_t in_dt, vnc_reduce_producer producer,
+                                void *pctx) {
+  if (op < 0 || op >= VNC_RED_COUNT)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction %d", op_name, (int)op);
   red_task t;
   memset(&t, 0, sizeof t);
   t.it = *it;
   t.op = op;
   t.nout = nout;
+  t.producer = producer;
+  t.pctx = pctx;
   if (params) t.P = *params;
-  int32_t in_dt = it->dtypes[it->nops - 1];
   if (vnc_dtype_is_complex(in_dt))
     return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s is not implemented for %s", op_name, vnc_dtype_name(in_dt));
   int floating = vnc_dtype_is_floating(in_dt);
@@ -439,10 +466,14 @@ vnc_status vnc_reduce(vnc_stream *s, const char *op_name, vnc_reduce_op op, cons
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot reduce over zero elements", op_name);
   if (t.O == 0) return VNC_OK;
   t.nchunks = t.R == 0 ? 1 : (t.R + VNC_REDUCE_CHUNK - 1) / VNC_REDUCE_CHUNK;
-  return vnc_launch(s, op_name, red_run, &t, sizeof t, NULL);
+  return (it->numel <= VNC_SMALL_TASK ? vnc_launch_small : vnc_launch)(s, op_name, red_run, &t, sizeof t, NULL);
 }
 
-float vnc_canonical_sum(const float *x, int64_t n) {
+static float canonical_sum_kind(const float *x, int64_t n, int kind, float shift);
+float vnc_canonical_sum(const float *x, int64_t n) { return canonical_sum_kind(x, n, 0, 0.0f); }
+float vnc_canonical_sum_sq(const float *x, int64_t n, float shift) { return canonical_sum_kind(x, n, 1, shift); }
+
+static float canonical_sum_kind(const float *x, int64_t n, int kind, float shift) {
   float chunks[64], *cs = chunks;
   int64_t nc = (n + VNC_REDUCE_CHUNK - 1) / VNC_REDUCE_CHUNK;
   if (nc > 64) cs = malloc(sizeof(float) * (size_t)nc);
@@ -450,7 +481,7 @@ float vnc_canonical_sum(const float *x, int64_t n) {
     float blocks[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK];
     int64_t nb = 0, c0 = c * VNC_REDUCE_CHUNK, c1 = c0 + VNC_REDUCE_CHUNK < n ? c0 + VNC_REDUCE_CHUNK : n;
     for (int64_t b = c0; b < c1; b += VNC_REDUCE_BLOCK)
-      blocks[nb++] = lanes_sum_f(x + b, c1 - b < VNC_REDUCE_BLOCK ? c1 - b : VNC_REDUCE_BLOCK, 0, 0.0f, 0.0f);
+      blocks[nb++] = lanes_sum_f(x + b, c1 - b < VNC_REDUCE_BLOCK ? c1 - b : VNC_REDUCE_BLOCK, kind, shift, 0.0f);
     cs[c] = pairwise_f(blocks, nb);
   }
   float r = pairwise_f(cs, nc);

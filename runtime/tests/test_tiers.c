@@ -1,0 +1,342 @@
+/* CPU tiers: every elementwise op of the table (each type class it accepts) and the
+ * reductions, softmax and layer norm give the same bits on every tier this CPU supports; the
+ * branch-free transcendentals of vnc/ew_scalar.h stay within a few ulp of double-precision
+ * libm (an independent reference) and keep libm's special values. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "check.h"
+#include "vnc/ew_scalar.h"
+#include "vnc/vnc.h"
+
+static vnc_stream *S;
+static const char *const tiers[] = {"baseline", "avx2", "avx512"};
+enum { NT = 3, N = 4099 }; /* odd: vector loops end with a scalar tail */
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t next_u32(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)(rng >> 32);
+}
+
+/* Float inputs: special values, then a spread over magnitudes 2^-30..2^30 of both signs, some
+ * raw bit patterns (subnormals, huge values). */
+static void fill_f32(float *x, int n) {
+  const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.5f, 2.0f, 3.0f, INFINITY, -INFINITY, NAN,
+                           1e-45f, -1e-45f, 1e-40f, 88.7f, 88.8f, -87.0f, -104.0f, 0.625f, -0.625f,
+                           0.3466f, 17.4f, -17.4f, 20.0f, -30.5f, 9.0f, FLT_MAX, -FLT_MAX, 1e-7f, -0.9999f};
+  const int ns = (int)(sizeof special / sizeof special[0]);
+  for (int i = 0; i < n; i++) {
+    if (i < ns) {
+      x[i] = special[i];
+    } else if (i % 7 == 0) {
+      uint32_t w = next_u32();
+      memcpy(&x[i], &w, 4);
+    } else {
+      float m = (float)(next_u32() >> 8) / 16777216.0f;
+      int e = (int)(next_u32() % 61) - 30;
+      x[i] = ldexpf(m, e / 4) * ((next_u32() & 1) ? -1.0f : 1.0f); /* mostly |x| < 256 */
+      if (i % 5 == 0) x[i] = ldexpf(m, e) * ((next_u32() & 1) ? -1.0f : 1.0f);
+    }
+  }
+}
+
+static void fill_int(void *p, int32_t dt, int n, int nonzero) {
+  for (int i = 0; i < n; i++) {
+    int64_t v = (int64_t)(int32_t)next_u32() >> (next_u32() % 31);
+    if (i < 4) v = i == 0 ? -1 : i == 1 ? INT32_MIN : i == 2 ? 0 : 1;
+    if (nonzero && v == 0) v = 3;
+    switch (dt) {
+      case VNC_INT64: ((int64_t *)p)[i] = v * 977; break;
+      case VNC_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+      case VNC_INT16: ((int16_t *)p)[i] = (int16_t)v ? (int16_t)v : (int16_t)(nonzero ? 5 : 0); break;
+      case VNC_INT8: ((int8_t *)p)[i] = (int8_t)v ? (int8_t)v : (int8_t)(nonzero ? 7 : 0); break;
+      case VNC_UINT8: ((uint8_t *)p)[i] = (uint8_t)v ? (uint8_t)v : (uint8_t)(nonzero ? 9 : 0); break;
+      case VNC_BOOL: ((_Bool *)p)[i] = nonzero ? 1 : (v & 1); break;
+      default: break;
+    }
+  }
+}
+
+static void fill(void *p, int32_t dt, int n, int operand) {
+  if (dt == VNC_FLOAT32) fill_f32(p, n);
+  else if (dt == VNC_COMPLEX64) fill_f32(p, 2 * n);
+  else fill_int(p, dt, n, operand == 1); /* divisors nonzero (integer division faults on 0) */
+}
+
+/* Runs `op` on the current tier; returns the status. */
+static vnc_status run_ew(vnc_ew_op op, int32_t dt, void *out, void *const *in, const vnc_ew_params *p) {
+  const int nin = vnc_elementwise_arity(op);
+  int64_t n = N;
+  vnc_tensor t[4];
+  const vnc_tensor *ops[4];
+  t[0] = vnc_tensor_contiguous(out, dt, 1, &n);
+  ops[0] = &t[0];
+  for (int k = 0; k < nin; k++) {
+    t[k + 1] = vnc_tensor_contiguous(in[k], dt, 1, &n);
+    ops[k + 1] = &t[k + 1];
+  }
+  vnc_iter it;
+  vnc_status st = vnc_iter_init(&it, nin + 1, ops, 0);
+  if (st != VNC_OK) return st;
+  st = vnc_elementwise(S, vnc_elementwise_name(op), op, &it, dt, p, 0, NULL);
+  vnc_status st2 = vnc_stream_synchronize(S);
+  return st != VNC_OK ? st : st2;
+}
+
+/* pow by a scalar exponent (the launcher's special-exponent rows) on the current tier. */
+static void run_pow_scalar(float *out, float *x, double e) {
+  int64_t n = N;
+  vnc_tensor to = vnc_tensor_contiguous(out, VNC_FLOAT32, 1, &n), tx = vnc_tensor_contiguous(x, VNC_FLOAT32, 1, &n);
+  vnc_tensor te = vnc_tensor_contiguous(x, VNC_FLOAT32, 1, &n); /* placeholder: the scalar replaces it */
+  const vnc_tensor *ops[3] = {&to, &tx, &te};
+  vnc_iter it;
+  CHECK_OK(vnc_iter_init(&it, 3, ops, 0));
+  it.dtypes[2] = VNC_FLOAT64;
+  vnc_scalar_bytes sc[3] = {{0}};
+  memcpy(sc[2], &e, sizeof e);
+  vnc_ew_params p = {0};
+  CHECK_OK(vnc_elementwise(S, "pow", VNC_EW_pow, &it, VNC_FLOAT32, &p, 1u << 2, sc));
+  CHECK_OK(vnc_stream_synchronize(S));
+}
+
+/* Equal bits, every NaN counting as equal (a NaN's sign and payload depend on operand order,
+ * which compilers choose freely; PyTorch makes no promise about them either). */
+static int same_bits(const void *a, const void *b, int32_t dt, int n) {
+  if (dt != VNC_FLOAT32 && dt != VNC_COMPLEX64) return memcmp(a, b, vnc_dtype_size(dt) * (size_t)n) == 0;
+  const float *x = a, *y = b;
+  for (int i = 0; i < (dt == VNC_COMPLEX64 ? 2 * n : n); i++)
+    if (memcmp(&x[i], &y[i], 4) != 0 && !(isnan(x[i]) && isnan(y[i]))) return 0;
+  return 1;
+}
+
+static const int32_t classes[] = {VNC_FLOAT32, VNC_INT64, VNC_INT32, VNC_INT16, VNC_INT8, VNC_UINT8, VNC_BOOL,
+                                  VNC_COMPLEX64};
+
+static void elementwise_across_tiers(int ntiers, const char *const *names) {
+  const vnc_ew_params p = {.f = {0.75, 20.0, 1.5, 0.0}, .i = {3, 100, 0, 0}, .flags = 3};
+  int mismatched = 0, compared = 0;
+  for (int op = 0; op < VNC_EW_COUNT; op++) {
+    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+      const int32_t dt = classes[c];
+      if (!vnc_elementwise_supports((vnc_ew_op)op, dt)) continue;
+      const size_t es = vnc_dtype_size(dt);
+      void *in[3];
+      for (int k = 0; k < 3; k++) {
+        in[k] = malloc(es * N);
+        fill(in[k], dt, N, k);
+      }
+      unsigned char *ref = calloc(N, es), *out = calloc(N, es);
+      for (int t = 0; t < ntiers; t++) {
+        CHECK_OK(vnc_set_cpu_isa(names[t]));
+        memset(t ? out : ref, 0, es * N);
+        vnc_status st = run_ew((vnc_ew_op)op, dt, t ? out : ref, in, &p);
+        if (st != VNC_OK) {
+          fprintf(stderr, "%s (dtype %s) on %s: %s\n", vnc_elementwise_name((vnc_ew_op)op), vnc_dtype_name(dt),
+                  names[t], vnc_last_error());
+          check_failures++;
+        }
+        if (t && !same_bits(ref, out, dt, N)) {
+          size_t i = 0;
+          while (same_bits(ref + i * es, out + i * es, dt, 1)) i++;
+          uint32_t w[4] = {0}, r[2] = {0}, o[2] = {0};
+          memcpy(w, (char *)in[0] + i * es, es < 8 ? es : 8);
+          memcpy(w + 2, (char *)in[1] + i * es, es < 8 ? es : 8);
+          memcpy(r, ref + i * es, es < 8 ? es : 8);
+          memcpy(o, out + i * es, es < 8 ? es : 8);
+          fprintf(stderr, "%s (dtype %s): %s differs from %s at %zu: inputs %08x %08x, %08x %08x: %08x %08x vs %08x %08x\n",
+                  vnc_elementwise_name((vnc_ew_op)op), vnc_dtype_name(dt), names[t], names[0], i, w[0], w[1], w[2], w[3],
+                  r[0], r[1], o[0], o[1]);
+          mismatched++;
+        }
+        compared++;
+      }
+      for (int k = 0; k < 3; k++) free(in[k]);
+      free(ref);
+      free(out);
+    }
+  }
+  CHECK(compared > 100);
+  CHECK(mismatched == 0);
+
+  /* pow by each special scalar exponent, and one general exponent */
+  static float x[N], ref[N], out[N];
+  fill_f32(x, N);
+  const double exps[] = {2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.7};
+  for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++) {
+    for (int t = 0; t < ntiers; t++) {
+      CHECK_OK(vnc_set_cpu_isa(names[t]));
+      run_pow_scalar(t ? out : ref, x, exps[e]);
+      if (t) CHECK(same_bits(ref, out, VNC_FLOAT32, N));
+    }
+    int ok = 1; /* the special rows give vnc_f_pow's values */
+    for (int i = 0; i < N; i++) {
+      float want = vnc_f_pow(x[i], (float)exps[e]);
+      ok &= memcmp(&want, &ref[i], 4) == 0 || (isnan(want) && isnan(ref[i]));
+    }
+    CHECK(ok);
+  }
+}
+
+
+static void reductions_across_tiers(int ntiers, const char *const *names) {
+  enum { R = 3, C = 70001, OUT = 4 * C + 8 * R + 5 * R * C };
+  float *m = malloc(sizeof(float) * R * C), *ref = malloc(sizeof(float) * OUT), *res = malloc(sizeof(float) * OUT);
+  for (int i = 0; i < R * C; i++) m[i] = (float)(next_u32() >> 8) / 65536.0f - 128.0f;
+  const vnc_reduce_op ops[] = {VNC_RED_SUM, VNC_RED_MEAN, VNC_RED_VAR, VNC_RED_NORM};
+  for (int t = 0; t < ntiers; t++) {
+    CHECK_OK(vnc_set_cpu_isa(names[t]));
+    float *o = t ? res : ref;
+    memset(o, 0, sizeof(float) * OUT);
+    for (int k = 0; k < 4; k++) {
+      vnc_reduce_params rp = {.p = 2.0, .correction = 1.0};
+      vnc_iter it = geometry(o + k * C, VNC_FLOAT32, m, R, C, 0); /* columns: the tiled path */
+      CHECK_OK(vnc_reduce(S, "r", ops[k], &it, 1, &rp));
+      it = geometry(o + 4 * C + k * R, VNC_FLOAT32, m, R, C, 1); /* rows of 70001: two chunks */
+      CHECK_OK(vnc_reduce(S, "r", ops[k], &it, 1, &rp));
+    }
+    float *sm = o + 4 * C + 4 * R;
+    for (int lg = 0; lg < 2; lg++) {
+      vnc_rows x = {m, VNC_FLOAT32, R, C, 1, C, 1, 1}, y = x;
+      y.data = sm + lg * R * C;
+      CHECK_OK(vnc_softmax(S, "softmax", lg, &x, &y));
+    }
+    float *ln = sm + 2 * R * C;
+    CHECK_OK(vnc_layer_norm(S, "ln", R, C, VNC_FLOAT32, m, NULL, NULL, 1e-5, ln, ln + R * C, ln + R * C + R,
+                            VNC_FLOAT32));
+    CHECK_OK(vnc_layer_norm_backward(S, "lnb", R, C, VNC_FLOAT32, m, m, ln + R * C, ln + R * C + R, VNC_FLOAT32,
+                                     NULL, ln + R * C + 2 * R, NULL, NULL));
+    CHECK_OK(vnc_stream_synchronize(S));
+    if (t) CHECK(same_bits(ref, res, VNC_FLOAT32, OUT));
+  }
+  free(m);
+  free(ref);
+  free(res);
+}
+
+/* The canonical sum of vnc/reduce.h written plainly: 8 lanes per run of 128, run sums, block
+ * sums and chunk sums each combined pairwise. */
+static float pairwise_ref(float *v, int64_t n) {
+  while (n > 1) {
+    int64_t h = 0;
+    for (int64_t i = 0; i + 1 < n; i += 2) v[h++] = v[i] + v[i + 1];
+    if (n & 1) v[h++] = v[n - 1];
+    n = h;
+  }
+  return n ? v[0] : 0.0f;
+}
+
+static float canonical_ref(const float *x, int64_t n) {
+  static float chunks[1024], blocks[64], runs[64];
+  int64_t nc = 0;
+  for (int64_t c = 0; c < n; c += VNC_REDUCE_CHUNK) {
+    int64_t nb = 0, ce = c + VNC_REDUCE_CHUNK < n ? c + VNC_REDUCE_CHUNK : n;
+    for (int64_t b = c; b < ce; b += VNC_REDUCE_BLOCK) {
+      int64_t nr = 0, be = b + VNC_REDUCE_BLOCK < ce ? b + VNC_REDUCE_BLOCK : ce;
+      for (int64_t r = b; r < be; r += 128) {
+        float l[8] = {0};
+        for (int64_t i = r; i < (r + 128 < be ? r + 128 : be); i++) l[(i - r) & 7] += x[i];
+        runs[nr++] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+      }
+      blocks[nb++] = pairwise_ref(runs, nr);
+    }
+    chunks[nc++] = pairwise_ref(blocks, nb);
+  }
+  return pairwise_ref(chunks, nc);
+}
+
+static void canonical_schedule(int ntiers, const char *const *names) {
+  const int64_t sizes[] = {1, 7, 128, 513, 1000, 4096, 5000, 70001, 200003};
+  float *x = malloc(sizeof(float) * 200003);
+  for (int i = 0; i < 200003; i++) x[i] = (float)(next_u32() >> 8) / 4096.0f - 2048.0f;
+  for (int t = 0; t < ntiers; t++) {
+    CHECK_OK(vnc_set_cpu_isa(names[t]));
+    int ok = 1;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      float got = 0;
+      vnc_iter it = geometry(&got, VNC_FLOAT32, x, 1, sizes[k], 1);
+      CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+      CHECK_OK(vnc_stream_synchronize(S));
+      float want = canonical_ref(x, sizes[k]);
+      ok &= memcmp(&got, &want, 4) == 0;
+    }
+    CHECK(ok);
+    /* column sums (the tiled path) follow the same schedule per column */
+    enum { ROWS = 2800, COLS = 70 }; /* within x */
+    static float cols[COLS], col[ROWS];
+    vnc_iter it = geometry(cols, VNC_FLOAT32, x, ROWS, COLS, 0);
+    CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+    CHECK_OK(vnc_stream_synchronize(S));
+    ok = 1;
+    for (int j = 0; j < COLS; j++) {
+      for (int r = 0; r < ROWS; r++) col[r] = x[r * COLS + j];
+      float want = canonical_ref(col, ROWS);
+      ok &= memcmp(&cols[j], &want, 4) == 0;
+    }
+    CHECK(ok);
+  }
+  free(x);
+}
+
+/* Largest error in ulp of f against the double reference g over a sweep of [lo, hi]. */
+static double max_ulp(float (*f)(float), double (*g)(double), float lo, float hi, int n) {
+  double worst = 0;
+  for (int i = 0; i <= n; i++) {
+    float x = lo + (hi - lo) * (float)i / (float)n;
+    double want = g((double)x);
+    float got = f(x);
+    if (isnan(want) || isinf(want) || fabs(want) < FLT_MIN) continue;
+    double ulp = ldexp(1.0, ilogb((float)want) - 23);
+    double e = fabs((double)got - want) / ulp;
+    if (e > worst) worst = e;
+  }
+  return worst;
+}
+
+static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static float f_sigmoid(float x) { return vnc_f_sigmoid(x); }
+
+static void accuracy(void) {
+  CHECK(max_ulp(vnc_expf, exp, -87.0f, 88.0f, 200000) <= 2.0);
+  CHECK(max_ulp(vnc_expm1f, expm1, -20.0f, 20.0f, 200000) <= 3.0);
+  CHECK(max_ulp(vnc_expm1f, expm1, -1e-3f, 1e-3f, 20000) <= 2.0);
+  CHECK(max_ulp(vnc_logf, log, 1e-30f, 1e30f, 200000) <= 2.0);
+  CHECK(max_ulp(vnc_logf, log, 0.5f, 2.0f, 200000) <= 2.0);
+  CHECK(max_ulp(vnc_log1pf, log1p, -0.999f, 10.0f, 200000) <= 3.0);
+  CHECK(max_ulp(vnc_log1pf, log1p, -1e-4f, 1e-4f, 20000) <= 2.0);
+  CHECK(max_ulp(vnc_tanhf, tanh, -10.0f, 10.0f, 200000) <= 3.0);
+  CHECK(max_ulp(vnc_tanhf, tanh, -0.7f, 0.7f, 200000) <= 3.0);
+  CHECK(max_ulp(f_sigmoid, ref_sigmoid, -80.0f, 30.0f, 200000) <= 4.0);
+  /* special values as libm */
+  CHECK(vnc_expf(-INFINITY) == 0.0f && vnc_expf(INFINITY) == INFINITY && isnan(vnc_expf(NAN)));
+  CHECK(vnc_expf(-104.0f) == 0.0f && vnc_expf(89.0f) == INFINITY && vnc_expf(-100.0f) > 0.0f);
+  CHECK(vnc_expm1f(-INFINITY) == -1.0f && vnc_expm1f(INFINITY) == INFINITY && signbit(vnc_expm1f(-0.0f)));
+  CHECK(vnc_expm1f(88.7f) == expm1f(88.7f) || fabsf(vnc_expm1f(88.7f) / expm1f(88.7f) - 1.0f) < 1e-6f);
+  CHECK(vnc_logf(0.0f) == -INFINITY && isnan(vnc_logf(-1.0f)) && vnc_logf(INFINITY) == INFINITY);
+  CHECK(fabsf(vnc_logf(1e-45f) - logf(1e-45f)) < 1e-5f && vnc_logf(1.0f) == 0.0f);
+  CHECK(vnc_log1pf(-1.0f) == -INFINITY && isnan(vnc_log1pf(-2.0f)) && vnc_log1pf(INFINITY) == INFINITY);
+  CHECK(signbit(vnc_log1pf(-0.0f)) && vnc_log1pf(1e-30f) == 1e-30f);
+  CHECK(vnc_tanhf(INFINITY) == 1.0f && vnc_tanhf(-INFINITY) == -1.0f && signbit(vnc_tanhf(-0.0f)));
+  CHECK(isnan(vnc_tanhf(NAN)) && isnan(vnc_logf(NAN)) && isnan(vnc_log1pf(NAN)) && isnan(vnc_expm1f(NAN)));
+}
+
+int main(void) {
+  CHECK_OK(vnc_stream_get(0, 0, &S));
+  const char *names[NT];
+  int ntiers = 0;
+  for (int t = 0; t < NT; t++)
+    if (vnc_cpu_isa_supported(tiers[t])) names[ntiers++] = tiers[t];
+  printf("tiers on this CPU:");
+  for (int t = 0; t < ntiers; t++) printf(" %s", names[t]);
+  printf(" (in use at init: %s)\n", vnc_cpu_isa());
+  CHECK(ntiers >= 1 && strcmp(names[0], "baseline") == 0);
+  CHECK(vnc_set_cpu_isa("avx9") == VNC_ERR_INVALID_ARGUMENT);
+  elementwise_across_tiers(ntiers, names);
+  reductions_across_tiers(ntiers, names);
+  canonical_schedule(ntiers, names);
+  accuracy();
+  CHECK_DONE();
+}
