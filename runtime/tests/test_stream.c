@@ -99,6 +99,17 @@ int main(void) {
   for (int i = 0; i < 10; i++) CHECK(log[i] == i + 1);
   CHECK(vnc_stream_query(s0));
 
+  /* Every launch counts for the thread, the small ones run inline on an idle stream included
+   * (the PyTorch glue's dtype gate relies on it to know whether a kernel issued work). */
+  const uint64_t launches = vnc_thread_launches();
+  append_args small = {log, &pos, 11, 0, NULL};
+  CHECK_OK(vnc_launch_small(s0, "small", append, &small, sizeof small, NULL));
+  CHECK(vnc_thread_launches() == launches + 1);
+  CHECK_OK(vnc_launch(s0, "plain", append, &small, sizeof small, NULL));
+  CHECK(vnc_thread_launches() == launches + 2);
+  CHECK_OK(vnc_stream_synchronize(s0));
+  CHECK(atomic_load(&pos) == 12 && log[10] == 11 && log[11] == 11);
+
   /* Events order work across streams: s1 waits for s0's slow write. */
   CHECK_OK(vnc_stream_from_pool(0, &s1));
   atomic_int shared = 0;
