@@ -1,6 +1,6 @@
-// Convolution, batch norm and pooling on the neuron key (runtime: vnc/conv.h). 1-D and 2-D
-// non-transposed convolutions are native; other configurations go through the visible CPU
-// fallback of aten::convolution.
+// Convolution, batch norm and pooling on the neuron key (runtime: vnc/conv.h). Floating 1-D,
+// 2-D and 3-D convolutions, plain and transposed, are native (with their backward); complex
+// and integer ones go through the visible CPU fallback of aten::convolution.
 #include "neuron.h"
 #include "gate.h"
 #include "structured.h"
@@ -14,40 +14,46 @@ namespace {
 
 int32_t dt(const at::Tensor& t) { return static_cast<int32_t>(t.scalar_type()); }
 
-bool conv_native(const at::Tensor& input, bool transposed) {
-  return !transposed && (input.dim() == 3 || input.dim() == 4) && at::isFloatingType(input.scalar_type());
+bool conv_native(const at::Tensor& input) {
+  return input.dim() >= 3 && input.dim() <= 5 && at::isFloatingType(input.scalar_type());
 }
 
-// The geometry of a 1-D (height 1) or 2-D convolution.
-vnc_conv2d conv_params(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
-                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  const bool one_d = input.dim() == 3;
-  auto at2 = [&](at::IntArrayRef v, int64_t i) { return one_d ? (i == 0 ? 1 : v[0]) : v[v.size() == 1 ? 0 : i]; };
-  vnc_conv2d p{};
+// The geometry of a 1-D, 2-D or 3-D convolution, plain or transposed (ATen's _convolution
+// has already expanded the parameter lists, checked the shapes and added the batch dim).
+vnc_conv_params conv_params(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                            at::IntArrayRef output_padding, int64_t groups) {
+  vnc_conv_params p{};
+  p.nspatial = static_cast<int32_t>(input.dim() - 2);
+  p.transposed = transposed;
   p.N = input.size(0);
   p.C = input.size(1);
-  p.H = one_d ? 1 : input.size(2);
-  p.W = input.size(input.dim() - 1);
-  p.O = weight.size(0);
-  p.KH = one_d ? 1 : weight.size(2);
-  p.KW = weight.size(weight.dim() - 1);
-  p.sh = at2(stride, 0);
-  p.sw = at2(stride, 1);
-  p.ph = one_d ? 0 : at2(padding, 0);
-  p.pw = at2(padding, 1);
-  p.dh = at2(dilation, 0);
-  p.dw = at2(dilation, 1);
+  p.O = transposed ? weight.size(1) * groups : weight.size(0);
   p.groups = groups;
-  p.OH = (p.H + 2 * p.ph - p.dh * (p.KH - 1) - 1) / p.sh + 1;
-  p.OW = (p.W + 2 * p.pw - p.dw * (p.KW - 1) - 1) / p.sw + 1;
+  auto at = [](at::IntArrayRef v, int64_t i, int64_t dflt) { return v.empty() ? dflt : v[v.size() == 1 ? 0 : i]; };
+  for (int64_t i = 0; i < p.nspatial; i++) {
+    p.in[i] = input.size(2 + i);
+    p.k[i] = weight.size(2 + i);
+    p.stride[i] = at(stride, i, 1);
+    p.pad[i] = at(padding, i, 0);
+    p.dil[i] = at(dilation, i, 1);
+    p.out[i] = transposed ? (p.in[i] - 1) * p.stride[i] - 2 * p.pad[i] + p.dil[i] * (p.k[i] - 1) + at(output_padding, i, 0) + 1
+                          : (p.in[i] + 2 * p.pad[i] - p.dil[i] * (p.k[i] - 1) - 1) / p.stride[i] + 1;
+  }
   p.dtype = dt(input);
   return p;
+}
+
+std::vector<int64_t> out_shape(const vnc_conv_params& p) {
+  std::vector<int64_t> shape = {p.N, p.O};
+  for (int i = 0; i < p.nspatial; i++) shape.push_back(p.out[i]);
+  return shape;
 }
 
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                        at::IntArrayRef output_padding, int64_t groups) {
-  if (!conv_native(input, transposed)) {
+  if (!conv_native(input)) {  // complex and integer convolutions: the visible fallback
     std::vector<c10::IValue> stack{input, weight, bias, stride, padding, dilation, transposed, output_padding, groups};
     run_cpu_fallback("aten::convolution", "", stack);
     return stack.back().toTensor();
@@ -56,17 +62,15 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   check_same_device("aten::convolution_overrideable", input, {&weight, bias ? &*bias : &no_bias});
   record_native("aten::convolution_overrideable");
   if (input.scalar_type() == at::kDouble) warn_float64("aten::convolution_overrideable");
-  vnc_conv2d p = conv_params(input, weight, stride, padding, dilation, groups);
-  TORCH_CHECK(p.OH > 0 && p.OW > 0, "convolution: calculated output size is too small for input of size ", input.sizes());
+  const vnc_conv_params p = conv_params(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  for (int i = 0; i < p.nspatial; i++)
+    TORCH_CHECK(p.out[i] > 0, "convolution: calculated output size is too small for input of size ", input.sizes());
   at::Tensor x = input.contiguous(), w = weight.contiguous();
   at::Tensor b = bias && bias->defined() ? bias->contiguous() : at::Tensor();
-  std::vector<int64_t> shape = {p.N, p.O};
-  if (input.dim() == 4) shape.push_back(p.OH);
-  shape.push_back(p.OW);
-  at::Tensor out = at::empty(shape, x.options());
+  at::Tensor out = at::empty(out_shape(p), x.options());
   c10::DeviceGuard g(input.device());
-  check(vnc_conv2d_forward(stream_of(x), "aten::convolution_overrideable", &p, element_ptr(x), element_ptr(w), b.defined() ? element_ptr(b) : nullptr,
-                           element_ptr(out)));
+  check(vnc_conv_forward(stream_of(x), "aten::convolution_overrideable", &p, element_ptr(x), element_ptr(w),
+                         b.defined() ? element_ptr(b) : nullptr, element_ptr(out)));
   return out;
 }
 
@@ -74,11 +78,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
     std::array<bool, 3> mask) {
-  if (!conv_native(input, transposed)) {
+  if (!conv_native(input)) {
     c10::List<bool> output_mask({mask[0], mask[1], mask[2]});
     std::vector<c10::IValue> stack;
+    const int64_t bias_len = transposed ? weight.size(1) * groups : weight.size(0);
     for (c10::IValue v : {c10::IValue(grad_output), c10::IValue(input), c10::IValue(weight),
-                          c10::IValue(std::vector<int64_t>{weight.size(0)}), c10::IValue(stride), c10::IValue(padding),
+                          c10::IValue(std::vector<int64_t>{bias_len}), c10::IValue(stride), c10::IValue(padding),
                           c10::IValue(dilation), c10::IValue(transposed), c10::IValue(output_padding), c10::IValue(groups),
                           c10::IValue(output_mask)})
       stack.push_back(std::move(v));
@@ -87,14 +92,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   }
   check_same_device("aten::convolution_backward_overrideable", input, {&grad_output, &weight});
   record_native("aten::convolution_backward_overrideable");
-  vnc_conv2d p = conv_params(input, weight, stride, padding, dilation, groups);
+  const vnc_conv_params p = conv_params(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(out_shape(p)), "convolution_backward: expected grad_output of shape ",
+              at::IntArrayRef(out_shape(p)), ", got ", grad_output.sizes());
   at::Tensor go = grad_output.contiguous(), x = input.contiguous(), w = weight.contiguous();
   at::Tensor gi = mask[0] ? at::empty(input.sizes(), x.options()) : at::Tensor();
   at::Tensor gw = mask[1] ? at::empty(weight.sizes(), w.options()) : at::Tensor();
-  at::Tensor gb = mask[2] ? at::empty({weight.size(0)}, w.options()) : at::Tensor();
+  at::Tensor gb = mask[2] ? at::empty({p.O}, w.options()) : at::Tensor();
   c10::DeviceGuard g(input.device());
-  check(vnc_conv2d_backward(stream_of(x), "aten::convolution_backward_overrideable", &p, element_ptr(go), element_ptr(x), element_ptr(w),
-                            gi.defined() ? element_ptr(gi) : nullptr, gw.defined() ? element_ptr(gw) : nullptr, gb.defined() ? element_ptr(gb) : nullptr));
+  check(vnc_conv_backward(stream_of(x), "aten::convolution_backward_overrideable", &p, element_ptr(go), element_ptr(x),
+                          element_ptr(w), gi.defined() ? element_ptr(gi) : nullptr, gw.defined() ? element_ptr(gw) : nullptr,
+                          gb.defined() ? element_ptr(gb) : nullptr));
   return {gi, gw, gb};
 }
 

@@ -16,6 +16,12 @@
 #include <ATen/ops/clamp_max_meta.h>
 #include <ATen/ops/clamp_meta.h>
 #include <ATen/ops/clamp_min_meta.h>
+#include <ATen/ops/copysign_meta.h>
+#include <ATen/ops/threshold_meta.h>
+#include <ATen/ops/softshrink_backward_meta.h>
+#include <ATen/ops/hardshrink_backward_meta.h>
+#include <ATen/ops/softshrink_meta.h>
+#include <ATen/ops/hardshrink_meta.h>
 #include <ATen/ops/div_meta.h>
 #include <ATen/ops/elu_backward_meta.h>
 #include <ATen/ops/elu_meta.h>
@@ -266,6 +272,82 @@ struct OneScalar {  // leaky_relu(negative_slope), threshold_backward(threshold)
   template <class M, class T, class... X, std::enable_if_t<!std::is_convertible_v<T, const at::Scalar&>, int> = 0>
   static void run_scalar(M& op, T&&, X&&... x) { run_scalar(op, x...); }
 };
+
+// Ops whose scalars fill the parameters in order (threshold(threshold, value), hardshrink(lambda)),
+// recorded under an explicit name (one row may serve several ops).
+template <vnc_ew_op OP, const char* NAME>
+struct Scalars {
+  template <class M, class... X>
+  static void run(M& op, X&&... x) {
+    vnc_ew_params p{};
+    int k = 0;
+    (collect(p, k, x), ...);
+    launch_ew(op, OP, p, NAME);
+  }
+  template <class T>
+  static void collect(vnc_ew_params& p, int& k, const T& v) {
+    if constexpr (std::is_convertible_v<const T&, const at::Scalar&> && !std::is_same_v<T, at::Tensor>) {
+      const at::Scalar& s = v;
+      p.f[k] = s.toDouble();
+      p.i[k] = s.isIntegral(true) ? s.toLong() : static_cast<int64_t>(p.f[k]);
+      k++;
+    }
+  }
+};
+constexpr char kHardshrink[] = "aten::hardshrink", kSoftshrink[] = "aten::softshrink",
+               kHardshrinkBackward[] = "aten::hardshrink_backward", kSoftshrinkBackward[] = "aten::softshrink_backward",
+               kThreshold[] = "aten::threshold";
+using Hardshrink = Scalars<VNC_EW_hardshrink, kHardshrink>;
+using Softshrink = Scalars<VNC_EW_softshrink, kSoftshrink>;
+using HardshrinkBackward = Scalars<VNC_EW_shrink_backward, kHardshrinkBackward>;
+using SoftshrinkBackward = Scalars<VNC_EW_shrink_backward, kSoftshrinkBackward>;
+using Threshold = Scalars<VNC_EW_threshold, kThreshold>;
+
+// prelu (weight broadcast to self by ATen's composite prelu): x > 0 ? x : w x; the backward's
+// elementwise gradients as ATen's kernel returns them (grad_weight reduced by autograd).
+at::Tensor nx_prelu(const at::Tensor& self, const at::Tensor& weight) {
+  record_native("aten::_prelu_kernel");
+  check_same_device("aten::_prelu_kernel", self, {&weight});
+  return at::where(self.gt(0), self, weight * self);
+}
+std::tuple<at::Tensor, at::Tensor> nx_prelu_backward(const at::Tensor& grad, const at::Tensor& self,
+                                                     const at::Tensor& weight) {
+  record_native("aten::_prelu_kernel_backward");
+  check_same_device("aten::_prelu_kernel_backward", self, {&grad, &weight});
+  const at::Tensor pos = self.gt(0);
+  return {at::where(pos, grad, weight * grad), at::where(pos, at::zeros({}, grad.options()), self * grad)};
+}
+
+// glu: a * sigmoid(b) for the halves a, b of `dim`; its backward as ATen's kernel computes it.
+std::pair<at::Tensor, at::Tensor> glu_halves(const char* name, const at::Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.size(d);
+  TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", n);
+  record_native(name);
+  return {self.narrow(d, 0, n / 2), self.narrow(d, n / 2, n / 2)};
+}
+at::Tensor& nx_glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  auto [a, b] = glu_halves("aten::glu", self, dim);
+  return at::mul_out(out, a, at::sigmoid(b));
+}
+at::Tensor nx_glu(const at::Tensor& self, int64_t dim) {
+  auto [a, b] = glu_halves("aten::glu", self, dim);
+  return at::mul(a, at::sigmoid(b));
+}
+at::Tensor& nx_glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input) {
+  auto [a, b] = glu_halves("aten::glu_backward", self, dim);
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor sig = at::sigmoid(b);
+  at::native::resize_output(grad_input, self.sizes());
+  grad_input.narrow(d, 0, a.size(d)).copy_(grad * sig);
+  grad_input.narrow(d, a.size(d), b.size(d)).copy_(grad * a * sig * (1 - sig));
+  return grad_input;
+}
+at::Tensor nx_glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  at::Tensor gi = at::empty(self.sizes(), self.options());
+  return nx_glu_backward_out(grad, self, dim, gi);
+}
 
 struct Softplus {
   template <class M, class... X>
@@ -712,6 +794,18 @@ NEURON_LIBRARY_IMPL(m) {
   REG3("clamp", "clamp_", "clamp.out", structured_clamp, Clamp, const std::optional<at::Scalar>&,
        const std::optional<at::Scalar>&)
   REG3("hypot", "hypot_", "hypot.out", structured_hypot, Plain<VNC_EW_hypot>, T)
+  REG3("copysign.Tensor", "copysign_.Tensor", "copysign.out", structured_copysign_Tensor, Plain<VNC_EW_copysign>, T)
+  REG2("hardshrink", "hardshrink.out", structured_hardshrink, Hardshrink, S)
+  REG2("softshrink", "softshrink.out", structured_softshrink, Softshrink, S)
+  REG2("hardshrink_backward", "hardshrink_backward.grad_input", structured_hardshrink_backward, HardshrinkBackward, T, S)
+  REG2("softshrink_backward", "softshrink_backward.grad_input", structured_softshrink_backward, SoftshrinkBackward, T, S)
+  REG3("threshold", "threshold_", "threshold.out", structured_threshold, Threshold, S, S)
+  m.impl("_prelu_kernel", TORCH_FN(nx_prelu));
+  m.impl("_prelu_kernel_backward", TORCH_FN(nx_prelu_backward));
+  m.impl("glu", TORCH_FN(nx_glu));
+  m.impl("glu.out", TORCH_FN(nx_glu_out));
+  m.impl("glu_backward", TORCH_FN(nx_glu_backward));
+  m.impl("glu_backward.grad_input", TORCH_FN(nx_glu_backward_out));
   REG3("xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", structured_xlogy_Tensor, Plain<VNC_EW_xlogy>, T)
   REG3("mish", "mish_", "mish.out", structured_mish, Plain<VNC_EW_mish>)
   m.impl("mish_backward", TORCH_FN(nx_mish_backward));

@@ -1,7 +1,8 @@
 // Neural-network ops on the neuron key: softmax family, layer norm, NLL loss, regression losses
-// (MSE, smooth L1, Huber) and log_sigmoid, index_select, embedding backward, arange, eye, linspace,
-// tril/triu. ATen's meta functions (where they exist) check
-// arguments and size outputs; the runtime's vnc/nn.h kernels compute.
+// (MSE, smooth L1, Huber), margin losses (multi-class, multi-label), CTC loss and log_sigmoid,
+// index_select, embedding backward, embedding bags,
+// arange, eye, linspace, tril/triu. ATen's meta functions (where they exist) check arguments
+// and size outputs; the runtime's vnc/nn.h and vnc/embedding_bag.h kernels compute.
 #include "neuron.h"
 #include "gate.h"
 #include "structured.h"
@@ -261,6 +262,383 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
   const at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
   at::Tensor gi = at::nll_loss_backward(g, class_rows(self), target.reshape({-1}), weight, reduction, ignore_index, total_weight);
   return gi.view({self.size(0), self.size(2), self.size(3), self.size(1)}).permute({0, 3, 1, 2}).contiguous();
+}
+
+// ---------------------------------------------------------------- margin losses
+
+// multi_margin_loss and multilabel_margin_loss with their backward, composed from native ops
+// with ATen's formulas (aten/src/ATen/native/LossMulti*.cpp). The targets are read on the
+// host for ATen's range checks, as CPU reads them.
+at::Tensor reduce_loss(const at::Tensor& l, int64_t reduction);  // with the regression losses below
+
+// The gradient scale of each sample: grad_output expanded (none), or divided by N (mean).
+at::Tensor sample_scale(const at::Tensor& grad_output, int64_t N, int64_t reduction) {
+  if (reduction == at::Reduction::None) return grad_output.reshape({N, 1});
+  return reduction == at::Reduction::Mean ? grad_output.reshape({1, 1}) / static_cast<double>(N)
+                                          : grad_output.reshape({1, 1});
+}
+
+struct MultiMargin {
+  at::Tensor x, t, onehot, z;
+  int64_t N, C;
+};
+
+MultiMargin multi_margin_setup(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                               const at::Scalar& margin, const char* name) {
+  const int64_t nd = self.dim();
+  TORCH_CHECK((nd == 2 && self.size(1) != 0) || (nd == 1 && self.size(0) != 0) || nd == 0,
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+  TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "only p == 1 and p == 2 supported");
+  check_same_device(name, self, {&target});
+  MultiMargin m;
+  m.x = nd == 2 ? self : self.reshape({1, -1});
+  m.N = m.x.size(0);
+  m.C = m.x.size(1);
+  TORCH_CHECK(target.numel() == m.N && target.dim() <= 1, "inconsistent target size, expected ", m.N, " but got ",
+              target.sizes());
+  m.t = target.reshape({m.N, 1}).to(at::kLong);
+  if (m.N) TORCH_CHECK(m.t.min().item<int64_t>() >= 0 && m.t.max().item<int64_t>() < m.C, "target out of range");
+  m.onehot = at::zeros({m.N, m.C}, self.options().dtype(at::kBool)).scatter_(1, m.t, true);
+  m.z = (m.x - m.x.gather(1, m.t) + margin.toDouble()).masked_fill(m.onehot, 0.0);  // margin - x[y] + x[d], d != y
+  return m;
+}
+
+at::Tensor nx_multi_margin_loss(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                             const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction) {
+  MultiMargin m = multi_margin_setup(self, target, p, margin, "aten::multi_margin_loss");
+  record_native("aten::multi_margin_loss");
+  at::Tensor h = m.z.clamp_min(0);
+  if (p.toLong() == 2) h = h * h;
+  if (weight && weight->defined()) h = h * weight->index_select(0, m.t.view({-1})).unsqueeze(1);
+  at::Tensor per_sample = h.sum(1) / static_cast<double>(m.C);
+  if (self.dim() <= 1 && reduction == at::Reduction::None) per_sample = per_sample.squeeze(0);
+  return reduce_loss(per_sample, reduction);
+}
+
+at::Tensor& nx_multi_margin_loss_out(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                                  const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction,
+                                  at::Tensor& out) {
+  const at::Tensor r = nx_multi_margin_loss(self, target, p, margin, weight, reduction);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor nx_multi_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                      const at::Scalar& p, const at::Scalar& margin,
+                                      const std::optional<at::Tensor>& weight, int64_t reduction) {
+  MultiMargin m = multi_margin_setup(self, target, p, margin, "aten::multi_margin_loss_backward");
+  record_native("aten::multi_margin_loss_backward");
+  at::Tensor dz = p.toLong() == 2 ? 2 * m.z.clamp_min(0) : m.z.gt(0).to(self.scalar_type());
+  dz = dz.masked_fill(m.onehot, 0.0);
+  if (weight && weight->defined()) dz = dz * weight->index_select(0, m.t.view({-1})).unsqueeze(1);
+  dz = dz * sample_scale(grad_output, m.N, reduction) / static_cast<double>(m.C);
+  at::Tensor grad = dz.scatter(1, m.t, -dz.sum(1, /*keepdim=*/true));  // d loss / d x[y] = -sum over d != y
+  return grad.view(self.sizes());
+}
+
+at::Tensor& nx_multi_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                           const at::Tensor& target, const at::Scalar& p, const at::Scalar& margin,
+                                           const std::optional<at::Tensor>& weight, int64_t reduction,
+                                           at::Tensor& grad_input) {
+  const at::Tensor r = nx_multi_margin_loss_backward(grad_output, self, target, p, margin, weight, reduction);
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
+}
+
+// multilabel: each target row lists class indices up to its first -1.
+struct MultiLabel {
+  at::Tensor x, idx, valid, is_target, active;  // active[n, j, k]: target position j vs non-target class k, hinge > 0
+  at::Tensor z;
+  int64_t N, C;
+};
+
+MultiLabel multilabel_setup(const at::Tensor& self, const at::Tensor& target, const char* name) {
+  const int64_t nd = self.dim();
+  TORCH_CHECK((nd == 2 && self.size(1) != 0) || (nd == 1 && self.size(0) != 0) || nd == 0,
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+  TORCH_CHECK(target.sizes() == self.sizes(), "inconsistent target size: ", target.sizes(), " for input of size: ",
+              self.sizes());
+  check_same_device(name, self, {&target});
+  MultiLabel m;
+  m.x = nd == 2 ? self : self.reshape({1, -1});
+  m.N = m.x.size(0);
+  m.C = m.x.size(1);
+  const at::Tensor t = target.reshape({m.N, m.C}).to(at::kLong);
+  if (t.numel()) TORCH_CHECK(t.min().item<int64_t>() >= -1 && t.max().item<int64_t>() < m.C, "argument #2 'target' is out of range");
+  m.valid = t.ge(0).to(at::kLong).cumprod(1).to(at::kBool);  // positions before the first -1
+  m.idx = t.clamp_min(0);
+  m.is_target = at::zeros({m.N, m.C}, self.options())
+                    .scatter_add_(1, m.idx, m.valid.to(self.scalar_type()))
+                    .gt(0)
+                    .to(self.scalar_type());
+  const at::Tensor xj = m.x.gather(1, m.idx);  // the target classes' scores, per target position
+  m.z = 1.0 - xj.unsqueeze(2) + m.x.unsqueeze(1);  // [n, j, k]
+  m.active = m.valid.unsqueeze(2).logical_and(m.is_target.eq(0).unsqueeze(1));
+  return m;
+}
+
+std::tuple<at::Tensor, at::Tensor> nx_multilabel_margin_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                                  int64_t reduction) {
+  MultiLabel m = multilabel_setup(self, target, "aten::multilabel_margin_loss_forward");
+  record_native("aten::multilabel_margin_loss_forward");
+  at::Tensor per_sample = (m.z.clamp_min(0) * m.active).sum({1, 2}) / static_cast<double>(m.C);
+  if (self.dim() <= 1 && reduction == at::Reduction::None) per_sample = per_sample.squeeze(0);
+  return {reduce_loss(per_sample, reduction), m.is_target.view(self.sizes())};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nx_multilabel_margin_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                                        int64_t reduction, at::Tensor& output,
+                                                                        at::Tensor& is_target) {
+  auto [o, it] = nx_multilabel_margin_loss_forward(self, target, reduction);
+  at::native::resize_output(output, o.sizes());
+  at::native::resize_output(is_target, it.sizes());
+  output.copy_(o);
+  is_target.copy_(it);
+  return {output, is_target};
+}
+
+at::Tensor nx_multilabel_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                           const at::Tensor& target, int64_t reduction, const at::Tensor&) {
+  MultiLabel m = multilabel_setup(self, target, "aten::multilabel_margin_loss_backward");
+  record_native("aten::multilabel_margin_loss_backward");
+  const at::Tensor a = m.z.gt(0).logical_and(m.active).to(self.scalar_type()) / static_cast<double>(m.C);
+  // + for each non-target class k, - for each target position j (added to its class)
+  at::Tensor grad = a.sum(1);
+  grad = grad.scatter_add(1, m.idx, -a.sum(2));
+  grad = grad * sample_scale(grad_output, m.N, reduction);
+  return grad.view(self.sizes());
+}
+
+at::Tensor& nx_multilabel_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                                const at::Tensor& target, int64_t reduction, const at::Tensor& is_target,
+                                                at::Tensor& grad_input) {
+  const at::Tensor r = nx_multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target);
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
+}
+
+// ---------------------------------------------------------------- CTC loss
+
+// _ctc_loss and its backward (runtime vnc/ctc.h, ATen's CPU algorithm), with ATen's argument
+// checks (LossCTC.cpp). Lengths given as tensors are read on the host, as CPU reads them.
+std::vector<int64_t> host_lengths(const at::Tensor& t) {
+  TORCH_CHECK(t.dim() <= 1 && at::isIntegralType(t.scalar_type(), false), "ctc_loss: lengths must be a 1-D integer tensor");
+  const at::Tensor c = t.to(at::kCPU, at::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+vnc_ctc_args ctc_args(const char* name, const at::Tensor& log_probs, const at::Tensor& targets, at::IntArrayRef in_len,
+                      at::IntArrayRef tg_len, int64_t blank, int64_t& max_target) {
+  check_same_device(name, log_probs, {&targets});
+  TORCH_CHECK(log_probs.dim() == 3, name, ": expected log_probs of shape [T, N, C], got ", log_probs.sizes());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(log_probs.scalar_type()), "\"ctc_loss_cpu\" not implemented for '",
+                              log_probs.scalar_type(), "'");
+  TORCH_CHECK(targets.scalar_type() == at::kLong || targets.scalar_type() == at::kInt, name,
+              ": targets must be int32 or int64, got ", targets.scalar_type());
+  const int64_t T = log_probs.size(0), N = log_probs.size(1), C = log_probs.size(2);
+  TORCH_CHECK(blank < C && blank >= 0, "blank must be in label range");
+  TORCH_CHECK(static_cast<int64_t>(in_len.size()) == N, "input_lengths must be of size batch_size");
+  TORCH_CHECK(static_cast<int64_t>(tg_len.size()) == N, "target_lengths must be of size batch_size");
+  max_target = 0;
+  int64_t total = 0;
+  for (int64_t n = 0; n < N; n++) {
+    TORCH_CHECK(in_len[n] >= 0 && in_len[n] <= T, "Expected input_lengths to have value at most ", T, ", but got value ",
+                in_len[n], " (while checking arguments for ctc_loss_cpu)");
+    TORCH_CHECK(tg_len[n] >= 0, "Expected target_lengths to be non-negative, got ", tg_len[n]);
+    max_target = std::max(max_target, tg_len[n]);
+    total += tg_len[n];
+  }
+  if (targets.dim() == 1) {
+    TORCH_CHECK(targets.size(0) >= total, "Expected tensor to have size at least ", total,
+                " at dimension 0, but got size ", targets.size(0), " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+  } else {
+    TORCH_CHECK(targets.dim() == 2 && targets.size(0) == N && targets.size(1) >= max_target,
+                "Expected tensor to have size at least ", max_target, " at dimension 1, but got size ",
+                targets.dim() == 2 ? targets.size(1) : 0, " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+  }
+  vnc_ctc_args a{};
+  a.log_probs = to_vnc(log_probs);
+  a.targets = to_vnc(targets);
+  a.input_lengths = in_len.data();
+  a.target_lengths = tg_len.data();
+  a.blank = blank;
+  return a;
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const at::Tensor& targets, at::IntArrayRef in_len,
+                                            at::IntArrayRef tg_len, int64_t blank, bool) {
+  constexpr const char* name = "aten::_ctc_loss";
+  int64_t max_target = 0;
+  const vnc_ctc_args a = ctc_args(name, log_probs, targets, in_len, tg_len, blank, max_target);
+  record_native(name);
+  if (log_probs.scalar_type() == at::kDouble) warn_float64(name);
+  at::Tensor nll = at::empty({log_probs.size(1)}, log_probs.options());
+  at::Tensor log_alpha = at::empty({log_probs.size(1), log_probs.size(0), 2 * max_target + 1}, log_probs.options());
+  vnc_tensor nv = to_vnc(nll), lv = to_vnc(log_alpha);
+  c10::DeviceGuard g(log_probs.device());
+  check(vnc_ctc_loss(stream_of(log_probs), name, &a, &nv, &lv));
+  return {nll, log_alpha};
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& log_probs, const at::Tensor& targets,
+                                                   const at::Tensor& in_len, const at::Tensor& tg_len, int64_t blank,
+                                                   bool zero_infinity) {
+  return ctc_loss(log_probs, targets, host_lengths(in_len), host_lengths(tg_len), blank, zero_infinity);
+}
+
+at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
+                             at::IntArrayRef in_len, at::IntArrayRef tg_len, const at::Tensor& nll,
+                             const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+  constexpr const char* name = "aten::_ctc_loss_backward";
+  check_same_device(name, log_probs, {&grad, &nll, &log_alpha});
+  int64_t max_target = 0;
+  const vnc_ctc_args a = ctc_args(name, log_probs, targets, in_len, tg_len, blank, max_target);
+  record_native(name);
+  at::Tensor out = at::empty(log_probs.sizes(), log_probs.options());
+  vnc_tensor gv = to_vnc(grad), nv = to_vnc(nll), lv = to_vnc(log_alpha), ov = to_vnc(out);
+  c10::DeviceGuard g(log_probs.device());
+  check(vnc_ctc_loss_backward(stream_of(log_probs), name, &a, &gv, &nv, &lv, zero_infinity, &ov));
+  return out;
+}
+
+at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
+                                    const at::Tensor& in_len, const at::Tensor& tg_len, const at::Tensor& nll,
+                                    const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+  return ctc_loss_backward(grad, log_probs, targets, host_lengths(in_len), host_lengths(tg_len), nll, log_alpha, blank,
+                           zero_infinity);
+}
+
+// ---------------------------------------------------------------- embedding bags
+
+// _embedding_bag / _embedding_bag_forward_only and the gradients PyTorch's autograd formula
+// reaches (_embedding_bag_backward is a composite over _embedding_bag_dense_backward and
+// _embedding_bag_per_sample_weights_backward): runtime vnc/embedding_bag.h. The side outputs
+// (offset2bag, bag_size, max_indices) are int64 whatever the index dtype; only these kernels
+// read them.
+vnc_bag_args bag_args(const char* name, const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                      int64_t mode, const at::Tensor& psw, bool include_last_offset, int64_t padding_idx,
+                      std::array<at::Tensor, 3>& hold) {
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt, name,
+              ": expected indices of dtype Long or Int, got ", indices.scalar_type());
+  TORCH_CHECK(!offsets.defined() || offsets.scalar_type() == at::kLong || offsets.scalar_type() == at::kInt, name,
+              ": expected offsets of dtype Long or Int, got ", offsets.scalar_type());
+  TORCH_CHECK(indices.dim() == 1, name, ": input has to be a 1D Tensor, but got Tensor of dimension ", indices.dim());
+  TORCH_CHECK(!offsets.defined() || offsets.dim() == 1, name, ": offsets has to be a 1D Tensor, but got Tensor of dimension ",
+              offsets.dim());
+  TORCH_CHECK(weight.dim() == 2, name, ": weight has to be a 2D Tensor, but got Tensor of dimension ", weight.dim());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(weight.scalar_type()), "\"", name, "\" not implemented for '",
+                              c10::toString(weight.scalar_type()), "'");
+  TORCH_CHECK(mode >= 0 && mode <= 2, name, ": mode must be 0 (sum), 1 (mean) or 2 (max), got ", mode);
+  if (psw.defined()) {
+    TORCH_CHECK(mode == 0, name, ": per_sample_weights only supported with mode='sum'");
+    TORCH_CHECK(psw.scalar_type() == weight.scalar_type(), name, ": expected per_sample_weights of dtype ",
+                weight.scalar_type(), ", got ", psw.scalar_type());
+    TORCH_CHECK(psw.dim() == 1 && psw.numel() == indices.numel(), name,
+                ": per_sample_weights must have the same shape as the input, got ", psw.sizes(), " and ", indices.sizes());
+  }
+  // indices and offsets in one dtype (ATen promotes int32 + int64 to int64)
+  const bool wide = indices.scalar_type() == at::kLong || (offsets.defined() && offsets.scalar_type() == at::kLong);
+  hold[0] = wide ? indices.to(at::kLong) : indices;
+  hold[1] = offsets.defined() ? (wide ? offsets.to(at::kLong) : offsets) : offsets;
+  hold[2] = psw;
+  vnc_bag_args a{};
+  a.weight = to_vnc(weight);
+  a.indices = to_vnc(hold[0]);
+  if (hold[1].defined()) a.offsets = to_vnc(hold[1]);
+  a.mode = static_cast<vnc_bag_mode>(mode);
+  a.include_last_offset = include_last_offset;
+  a.padding_idx = padding_idx;
+  return a;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_impl(
+    const char* name, const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    int64_t mode, const std::optional<at::Tensor>& psw_opt, bool include_last_offset, int64_t padding_idx) {
+  const at::Tensor psw = psw_opt.value_or(at::Tensor());
+  check_same_device(name, weight, {&indices, &offsets, &psw});
+  std::array<at::Tensor, 3> hold;
+  vnc_bag_args a = bag_args(name, weight, indices, offsets, mode, psw, include_last_offset, padding_idx, hold);
+  vnc_tensor pv = psw.defined() ? to_vnc(psw) : vnc_tensor{};
+  a.per_sample_weights = psw.defined() ? &pv : nullptr;
+  record_native(name);
+  if (weight.scalar_type() == at::kDouble) warn_float64(name);
+  const int64_t bags = include_last_offset ? std::max<int64_t>(offsets.size(0) - 1, 0) : offsets.size(0);
+  const auto long_opts = weight.options().dtype(at::kLong);
+  at::Tensor out = at::empty({bags, weight.size(1)}, weight.options());
+  at::Tensor offset2bag = at::empty({indices.numel()}, long_opts), bag_size = at::empty({bags}, long_opts);
+  at::Tensor max_indices = mode == 2 ? at::empty({bags, weight.size(1)}, long_opts) : at::empty({bags}, long_opts).zero_();
+  vnc_tensor ov = to_vnc(out), o2b = to_vnc(offset2bag), bs = to_vnc(bag_size), mi = to_vnc(max_indices);
+  c10::DeviceGuard g(weight.device());
+  check(vnc_embedding_bag(stream_of(weight), name, &a, &ov, &o2b, &bs, mode == 2 ? &mi : nullptr));
+  return {out, offset2bag, bag_size, max_indices};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool, int64_t mode, bool sparse,
+    const std::optional<at::Tensor>& psw, bool include_last_offset, int64_t padding_idx) {
+  return embedding_bag_impl("aten::_embedding_bag", weight, indices, offsets, mode, psw, include_last_offset, padding_idx);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool, int64_t mode, bool,
+    const std::optional<at::Tensor>& psw, bool include_last_offset, int64_t padding_idx) {
+  return embedding_bag_impl("aten::_embedding_bag_forward_only", weight, indices, offsets, mode, psw,
+                            include_last_offset, padding_idx);
+}
+
+at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offset2bag,
+                                        const at::Tensor& bag_size, const at::Tensor& max_indices,
+                                        c10::SymInt num_weights, bool scale_grad_by_freq, int64_t mode,
+                                        const std::optional<at::Tensor>& psw_opt, int64_t padding_idx) {
+  constexpr const char* name = "aten::_embedding_bag_dense_backward";
+  const at::Tensor psw = psw_opt.value_or(at::Tensor());
+  check_same_device(name, grad, {&indices, &offset2bag, &bag_size, &max_indices, &psw});
+  TORCH_CHECK(grad.dim() == 2, name, ": expected a 2-D gradient, got ", grad.sizes());
+  const int64_t nw = num_weights.expect_int();
+  // a weight of the right shape and dtype for the argument checks (the kernel reads no values)
+  at::Tensor gw = at::empty({nw, grad.size(1)}, grad.options());
+  std::array<at::Tensor, 3> hold;
+  vnc_bag_args a = bag_args(name, gw, indices, at::Tensor(), mode, psw, false, padding_idx, hold);
+  vnc_tensor pv = psw.defined() ? to_vnc(psw) : vnc_tensor{};
+  a.per_sample_weights = psw.defined() ? &pv : nullptr;
+  record_native(name);
+  const at::Tensor o2b = offset2bag.to(at::kLong), bs = bag_size.to(at::kLong), mi = max_indices.to(at::kLong);
+  vnc_tensor gv = to_vnc(grad), o2bv = to_vnc(o2b), bsv = to_vnc(bs), miv = to_vnc(mi), gwv = to_vnc(gw);
+  c10::DeviceGuard g(grad.device());
+  check(vnc_embedding_bag_backward(stream_of(grad), name, &a, &gv, &o2bv, &bsv, mode == 2 ? &miv : nullptr,
+                                   scale_grad_by_freq, &gwv));
+  return gw;
+}
+
+// The weight gradient autograd asks for: dense only (sparse tensors do not exist on neuron).
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offsets,
+                                  const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                  const at::Tensor& max_indices, c10::SymInt num_weights, bool scale_grad_by_freq,
+                                  int64_t mode, bool sparse, const std::optional<at::Tensor>& psw,
+                                  int64_t padding_idx) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!sparse, "aten::_embedding_bag_backward: sparse gradients are not supported on neuron "
+                                       "(dense tensors only); nn.EmbeddingBag needs sparse=False.");
+  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indices, std::move(num_weights),
+                                      scale_grad_by_freq, mode, psw, padding_idx);
+}
+
+at::Tensor embedding_bag_psw_backward(const at::Tensor& grad, const at::Tensor& weight, const at::Tensor& indices,
+                                      const at::Tensor& offsets, const at::Tensor& offset2bag, int64_t mode,
+                                      int64_t padding_idx) {
+  constexpr const char* name = "aten::_embedding_bag_per_sample_weights_backward";
+  check_same_device(name, grad, {&weight, &indices, &offsets, &offset2bag});
+  TORCH_CHECK(mode == 0, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  TORCH_CHECK(grad.dim() == 2 && grad.size(1) == weight.size(1), name, ": expected a gradient of shape [bags, ",
+              weight.size(1), "], got ", grad.sizes());
+  std::array<at::Tensor, 3> hold;
+  vnc_bag_args a = bag_args(name, weight, indices, offsets, mode, at::Tensor(), false, padding_idx, hold);
+  record_native(name);
+  at::Tensor out = at::empty({indices.numel()}, weight.options());
+  const at::Tensor o2b = offset2bag.to(at::kLong);
+  vnc_tensor gv = to_vnc(grad), o2bv = to_vnc(o2b), ov = to_vnc(out);
+  c10::DeviceGuard g(grad.device());
+  check(vnc_embedding_bag_psw_backward(stream_of(grad), name, &a, &gv, &o2bv, &ov));
+  return out;
 }
 
 // ---------------------------------------------------------------- index_select / embedding backward
@@ -573,14 +951,26 @@ at::Tensor eye(int64_t n, std::optional<at::ScalarType> dtype, std::optional<at:
 // the rest (so both ends are exact), computed in float32 on the device.
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  // Complex, and integer outputs (ATen truncates double products; float32 would differ at
-  // integer boundaries), take the visible CPU fallback.
-  NEURON_CHECK_SUPPORTED(!out.is_complex() && !at::isIntegralType(out.scalar_type(), true),
-                         "linspace with a ", out.scalar_type(), " output is not natively supported on neuron");
+  // Complex outputs take the visible CPU fallback.
+  NEURON_CHECK_SUPPORTED(!out.is_complex(), "linspace with a ", out.scalar_type(),
+                         " output is not natively supported on neuron");
   record_native("aten::linspace");
   if (out.numel() != steps) at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);
+  if (at::isIntegralType(out.scalar_type(), true)) {
+    // As ATen: bounds converted to the integer dtype, the step and each value in double,
+    // truncated on store (a float32 computation would differ at integer boundaries).
+    double s = 0, e = 0;
+    AT_DISPATCH_INTEGRAL_TYPES(out.scalar_type(), "linspace", [&] {
+      s = static_cast<double>(start.to<scalar_t>());
+      e = static_cast<double>(end.to<scalar_t>());
+    });
+    vnc_tensor t = to_vnc(out);
+    c10::DeviceGuard g(out.device());
+    check(vnc_linspace(stream_of(out), "aten::linspace", &t, s, e, steps));
+    return out;
+  }
   // As ATen: bounds and step in the output dtype, every product and sum in it too.
   const at::ScalarType dt = out.scalar_type();
   double s = 0, e = 0, step = 0;
@@ -715,6 +1105,23 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("index_select", TORCH_FN(index_select));
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+  m.impl("multi_margin_loss", TORCH_FN(nx_multi_margin_loss));
+  m.impl("multi_margin_loss.out", TORCH_FN(nx_multi_margin_loss_out));
+  m.impl("multi_margin_loss_backward", TORCH_FN(nx_multi_margin_loss_backward));
+  m.impl("multi_margin_loss_backward.grad_input", TORCH_FN(nx_multi_margin_loss_backward_out));
+  m.impl("multilabel_margin_loss_forward", TORCH_FN(nx_multilabel_margin_loss_forward));
+  m.impl("multilabel_margin_loss_forward.output", TORCH_FN(nx_multilabel_margin_loss_forward_out));
+  m.impl("multilabel_margin_loss_backward", TORCH_FN(nx_multilabel_margin_loss_backward));
+  m.impl("multilabel_margin_loss_backward.grad_input", TORCH_FN(nx_multilabel_margin_loss_backward_out));
+  m.impl("_ctc_loss", TORCH_FN(ctc_loss));
+  m.impl("_ctc_loss.Tensor", TORCH_FN(ctc_loss_tensor));
+  m.impl("_ctc_loss_backward", TORCH_FN(ctc_loss_backward));
+  m.impl("_ctc_loss_backward.Tensor", TORCH_FN(ctc_loss_backward_tensor));
+  m.impl("_embedding_bag", TORCH_FN(embedding_bag));
+  m.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag_forward_only));
+  m.impl("_embedding_bag_backward", TORCH_FN(embedding_bag_backward));
+  m.impl("_embedding_bag_dense_backward", TORCH_FN(embedding_bag_dense_backward));
+  m.impl("_embedding_bag_per_sample_weights_backward", TORCH_FN(embedding_bag_psw_backward));
   m.impl("arange.start_out", TORCH_FN(arange_out));
   m.impl("eye", TORCH_FN(eye));
   m.impl("eye.m", TORCH_FN(eye_m));

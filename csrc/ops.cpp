@@ -923,13 +923,14 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 
-// Sparse and nested tensors do not exist on neuron: say so, and how the two PyTorch modules
-// that create them on their own are kept dense, instead of PyTorch's "could not run" error.
+// Sparse tensors do not exist on neuron, nested ones only on nn.TransformerEncoder's fast path
+// (transformer.cpp): say so, and how the modules that create sparse ones are kept dense,
+// instead of PyTorch's "could not run" error.
 void unsupported_layout(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().operator_name(),
-                              ": sparse and nested tensors are not supported on neuron (dense tensors only). "
-                              "nn.Embedding needs sparse=False; nn.TransformerEncoder in eval mode with a "
-                              "src_key_padding_mask needs enable_nested_tensor=False.");
+                              ": sparse tensors are not supported on neuron, and nested tensors only on "
+                              "nn.TransformerEncoder's fast path (dense tensors otherwise). nn.Embedding and "
+                              "nn.EmbeddingBag need sparse=False; build other nested tensors on the CPU.");
 }
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout>());

@@ -1,11 +1,13 @@
 // Reductions on the neuron key: ATen's meta functions and make_reduction build the
 // reduction TensorIterator (shapes, keepdim, dtype rules, errors); launch_reduce hands its
 // geometry to the runtime's fixed-schedule reduction kernels (runtime/include/vnc/reduce.h).
+// Also histc and histogram (runtime/include/vnc/histogram.h).
 #include "neuron.h"
 #include "gate.h"
 #include "structured.h"
 
 #include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/all_meta.h>
 #include <ATen/ops/amax_meta.h>
 #include <ATen/ops/amin_meta.h>
@@ -239,6 +241,139 @@ std::tuple<at::Tensor&, at::Tensor&> var_mean_out(const at::Tensor& self, at::Op
   return {out0, out1};
 }
 
+// ---------------------------------------------------------------- histograms
+
+// torch.histc and torch.histogram as ATen's CPU kernels compute them (aten/src/ATen/native/
+// Histogram.cpp): outer edges from the arguments or the data's min and max (a host read, as
+// on CPU), edges by native linspace, bins by the runtime's vnc_histogram.
+void check_hist_dtype(const char* name, const at::Tensor& self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", name, "\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
+}
+
+void launch_histogram(const char* name, const at::Tensor& self, const std::optional<at::Tensor>& weight,
+                      const at::Tensor& edges, vnc_bins_mode mode, const at::Tensor& hist) {
+  const at::Tensor w = weight && weight->defined() ? weight->reshape({-1}) : at::Tensor();
+  check_same_device(name, self, {&edges, &hist, &w});
+  record_native(name);
+  if (self.scalar_type() == at::kDouble) warn_float64(name);
+  const at::Tensor x = self.reshape({-1});
+  vnc_tensor xv = to_vnc(x), ev = to_vnc(edges), hv = to_vnc(hist), wv = w.defined() ? to_vnc(w) : vnc_tensor{};
+  c10::DeviceGuard g(self.device());
+  check(vnc_histogram(stream_of(self), name, &xv, w.defined() ? &wv : nullptr, &ev, mode, &hv));
+}
+
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
+  check_hist_dtype("histogram_cpu", self);
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "torch.histogram: input tensor and hist tensor should have the same dtype, but got input ",
+              self.scalar_type(), " and hist ", out.scalar_type());
+  double lo = min.to<double>(), hi = max.to<double>();
+  if (lo == hi && self.numel() > 0) {
+    lo = at::amin(self).item<double>();
+    hi = at::amax(self).item<double>();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi, "] is not finite");
+  TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
+  at::native::resize_output(out, {bins});
+  const at::Tensor edges = at::linspace(lo, hi, bins + 1, self.options());
+  launch_histogram("aten::histc", self, std::nullopt, edges, VNC_BINS_LINEAR, out);
+  return out;
+}
+
+at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  at::Tensor out = at::empty({0}, self.options());
+  return histc_out(self, bins, min, max, out);
+}
+
+void check_histogram_args(const at::Tensor& self, const std::optional<at::Tensor>& weight, const at::Tensor& hist,
+                          const at::Tensor& edges_out) {
+  check_hist_dtype("histogram_cpu", self);
+  for (const at::Tensor* t : {&hist, &edges_out})
+    TORCH_CHECK(t->scalar_type() == self.scalar_type(), "torch.histogram: input tensor and ",
+                t == &hist ? "hist" : "bin_edges", " tensor should have the same dtype, but got input ", self.scalar_type(),
+                " and ", t == &hist ? "hist " : "bin_edges ", t->scalar_type());
+  if (weight && weight->defined()) {
+    TORCH_CHECK(weight->scalar_type() == self.scalar_type(), "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor should have the same dtype, but got input(",
+                self.scalar_type(), "), and weight(", weight->scalar_type(), ")");
+    TORCH_CHECK(weight->numel() == self.numel(), "torch.histogramdd: if weight tensor is provided it should have the same shape as the input tensor excluding its innermost dimension, but got input with shape ",
+                self.sizes(), " and weight with shape ", weight->sizes());
+  }
+}
+
+// density: each count divided by the total and by its bin's width (as ATen).
+void apply_density(at::Tensor& hist, const at::Tensor& edges) {
+  hist.div_(hist.sum());
+  hist.div_(edges.diff());
+}
+
+std::tuple<at::Tensor&, at::Tensor&> histogram_bins_out(const at::Tensor& self, const at::Tensor& bins,
+                                                        const std::optional<at::Tensor>& weight, bool density,
+                                                        at::Tensor& hist, at::Tensor& bin_edges) {
+  check_histogram_args(self, weight, hist, bin_edges);
+  TORCH_CHECK(bins.scalar_type() == self.scalar_type(), "torch.histogramdd: input tensor and bins tensors should have the same dtype, but got input with dtype ",
+              self.scalar_type(), " and bins for dimension 0 with dtype ", bins.scalar_type());
+  TORCH_CHECK(bins.dim() == 1, "torch.histogramdd: bins tensor should have one dimension, but got ", bins.dim(),
+              " dimensions in the bins tensor for dimension 0");
+  TORCH_CHECK(bins.numel() > 1, "torch.histogram(): bins must be > 0, but got ", bins.numel() - 1, " for dimension 0");
+  at::native::resize_output(bin_edges, {bins.numel()});
+  at::native::resize_output(hist, {bins.numel() - 1});
+  bin_edges.copy_(bins);
+  launch_histogram("aten::histogram", self, weight, bin_edges, VNC_BINS_SEARCH, hist);
+  if (density) apply_density(hist, bin_edges);
+  return {hist, bin_edges};
+}
+
+std::tuple<at::Tensor, at::Tensor> histogram_bins(const at::Tensor& self, const at::Tensor& bins,
+                                                  const std::optional<at::Tensor>& weight, bool density) {
+  at::Tensor hist = at::empty({0}, self.options()), edges = at::empty({0}, self.options());
+  histogram_bins_out(self, bins, weight, density, hist, edges);
+  return {hist, edges};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> histogram_ct_out(const at::Tensor& self, int64_t bins,
+                                                      std::optional<at::ArrayRef<double>> range,
+                                                      const std::optional<at::Tensor>& weight, bool density,
+                                                      at::Tensor& hist, at::Tensor& bin_edges) {
+  check_histogram_args(self, weight, hist, bin_edges);
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  double lo = 0., hi = 1.;  // numpy's default for an empty input
+  if (range) {
+    TORCH_CHECK(range->size() == 2, "torch.histogramdd: for a 1-dimensional histogram range should have 2 elements, but got ",
+                range->size());
+    lo = (*range)[0];
+    hi = (*range)[1];
+  } else if (self.numel() > 0) {
+    lo = at::amin(self).item<double>();
+    hi = at::amax(self).item<double>();
+  }
+  TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histogramdd: dimension 0's range [", lo, ", ", hi,
+              "] is not finite");
+  TORCH_CHECK(lo <= hi, "torch.histogramdd: min should not exceed max, but got min ", lo, " max ", hi, " for dimension 0");
+  if (lo == hi) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  at::native::resize_output(hist, {bins});
+  at::linspace_out(bin_edges, lo, hi, bins + 1);
+  launch_histogram("aten::histogram", self, weight, bin_edges, VNC_BINS_LINEAR_SEARCH, hist);
+  if (density) apply_density(hist, bin_edges);
+  return {hist, bin_edges};
+}
+
+std::tuple<at::Tensor, at::Tensor> histogram_ct(const at::Tensor& self, int64_t bins,
+                                                std::optional<at::ArrayRef<double>> range,
+                                                const std::optional<at::Tensor>& weight, bool density) {
+  at::Tensor hist = at::empty({0}, self.options()), edges = at::empty({0}, self.options());
+  histogram_ct_out(self, bins, range, weight, density, hist, edges);
+  return {hist, edges};
+}
+
+
 }  // namespace
 
 // The geometry eager builds for a reduction of `self` into `out` (meta tensors will do): the
@@ -292,6 +427,12 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("any.all_out", TORCH_FN(any_all_out<VNC_RED_ANY>));
   m.impl("all", TORCH_FN(any_all<VNC_RED_ALL>));
   m.impl("all.all_out", TORCH_FN(any_all_out<VNC_RED_ALL>));
+  m.impl("histc", TORCH_FN(histc));
+  m.impl("histc.out", TORCH_FN(histc_out));
+  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins));
+  m.impl("histogram.bins_tensor_out", TORCH_FN(histogram_bins_out));
+  m.impl("histogram.bin_ct", TORCH_FN(histogram_ct));
+  m.impl("histogram.bin_ct_out", TORCH_FN(histogram_ct_out));
   m.impl("var.correction", TORCH_FN(var<false>));
   m.impl("var.correction_out", TORCH_FN(var_out<false>));
   m.impl("std.correction", TORCH_FN(var<true>));

@@ -1,17 +1,20 @@
-// Sorting, scans and sampling on the neuron key: sort, topk, cumsum/cumprod, logcumsumexp,
-// logsumexp, searchsorted, multinomial, randperm, flip, roll. ATen's meta functions (where the
-// op is structured) check arguments and size outputs; the runtime's vnc/sort.h and
-// vnc/scan.h kernels compute, reading and writing tensors at their own strides.
+// Sorting, scans and sampling on the neuron key: sort, topk, median/nanmedian/kthvalue, isin,
+// cumsum/cumprod/cummax/cummin, logcumsumexp, logsumexp, searchsorted, multinomial, randperm,
+// flip, roll. ATen's meta functions (where the op is structured) check arguments and size
+// outputs; the runtime's vnc/sort.h and vnc/scan.h kernels compute, reading and writing
+// tensors at their own strides.
 #include "neuron.h"
 #include "gate.h"
 #include "structured.h"
 
+#include <ATen/ScalarOps.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/BucketizationUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/cumprod_meta.h>
 #include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/isin_meta.h>
 #include <ATen/ops/sort_meta.h>
 #include <ATen/ops/topk_meta.h>
 #include <torch/library.h>
@@ -94,6 +97,19 @@ struct Scan {
     else launch_scan("aten::cumprod", KIND, self, dim, out);
   }
 };
+
+// cummax / cummin: ATen's composite sizes the outputs and handles 0-dim inputs; the helper
+// fills them along `dim`.
+template <bool MAX>
+void cum_extreme_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  const char* name = MAX ? "aten::_cummax_helper" : "aten::_cummin_helper";
+  check_same_device(name, self, {&values, &indices});
+  record_native(name);
+  if (self.scalar_type() == at::kDouble) warn_float64(name);
+  vnc_tensor x = to_vnc(self), v = to_vnc(values), i = to_vnc(indices);
+  c10::DeviceGuard g(self.device());
+  check(vnc_cum_extreme(stream_of(self), name, &x, wrap(dim, self), MAX, &v, &i));
+}
 
 at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || self.is_complex(),
@@ -301,27 +317,36 @@ at::Tensor roll_dims(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
   return out;
 }
 
-// median: the lower median (element (n-1)/2 of each stably sorted line) with its index; a line
-// holding NaN gives NaN and the index of its first NaN (NaN sorts last), as on CPU.
-void check_median_dtype(const at::Tensor& self) {  // CPU has no bool or complex median: it raises
-  NEURON_CHECK_SUPPORTED(self.scalar_type() != at::kBool && !self.is_complex(), "median of ", self.scalar_type(),
-                         " tensors is not natively supported on neuron");
-}
+// Order statistics of each line along `dim` from its stable sort (NaN sorts last): the element
+// at a per-line position, with the index it came from.
+//   median:    the lower median, (n-1)/2; a line holding NaN gives NaN and its first NaN's
+//              index (the first NaN of the sorted line), as on CPU.
+//   nanmedian: the lower median of the non-NaN values, (count-1)/2; an all-NaN line gives its
+//              first NaN (position 0), as CPU's (count-1)/2 truncated toward zero.
+//   kthvalue:  the k-th smallest (position k-1; NaN counts as the largest value).
+enum class OrderStat { Median, NanMedian, Kth };
 
-std::tuple<at::Tensor, at::Tensor> median_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  check_median_dtype(self);
-  record_native("aten::median");
+std::tuple<at::Tensor, at::Tensor> order_statistic(const at::Tensor& self, int64_t dim, bool keepdim, OrderStat kind,
+                                                   int64_t k = 0) {
+  const char* name = kind == OrderStat::Median ? "median" : kind == OrderStat::NanMedian ? "nanmedian" : "kthvalue";
+  // CPU has no bool or complex kernels for these: the fallback raises its error.
+  NEURON_CHECK_SUPPORTED(self.scalar_type() != at::kBool && !self.is_complex(), name, " of ", self.scalar_type(),
+                         " tensors is not natively supported on neuron");
+  record_native(kind == OrderStat::Median ? "aten::median" : kind == OrderStat::NanMedian ? "aten::nanmedian" : "aten::kthvalue");
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   const at::Tensor s = self.dim() ? self : self.view({1});
   const int64_t n = s.size(dim);
-  TORCH_CHECK_INDEX(n > 0, "median(): Expected reduction dim ", dim, " to have non-zero size.");
+  TORCH_CHECK_INDEX(n > 0, kind == OrderStat::Kth ? "kthvalue" : "median", "(): Expected reduction dim ", dim,
+                    " to have non-zero size.");
+  TORCH_CHECK(kind != OrderStat::Kth || (k >= 1 && k <= n), name, "(): selected number k out of range for dimension ", dim);
   auto [sorted, order] = at::sort(s, /*stable=*/true, dim, false);
   at::DimVector one(s.sizes().begin(), s.sizes().end());
   one[dim] = 1;
-  at::Tensor pos = at::full(one, (n - 1) / 2, s.options().dtype(at::kLong));
-  if (at::isFloatingType(s.scalar_type())) {
-    const at::Tensor finite = at::logical_not(at::isnan(s)).sum(dim, /*keepdim=*/true);
-    pos = at::where(finite < n, finite, pos);
+  at::Tensor pos = at::full(one, kind == OrderStat::Kth ? k - 1 : (n - 1) / 2, s.options().dtype(at::kLong));
+  if (kind != OrderStat::Kth && at::isFloatingType(s.scalar_type())) {
+    const at::Tensor not_nan = at::logical_not(at::isnan(s)).sum(dim, /*keepdim=*/true);
+    pos = kind == OrderStat::Median ? at::where(not_nan < n, not_nan, pos)
+                                    : at::floor_divide(at::clamp_min(not_nan - 1, 0), 2);
   }
   at::Tensor values = sorted.gather(dim, pos), indices = order.gather(dim, pos);
   if (!keepdim || self.dim() == 0) {
@@ -331,13 +356,101 @@ std::tuple<at::Tensor, at::Tensor> median_dim(const at::Tensor& self, int64_t di
   return {values, indices};
 }
 
+std::tuple<at::Tensor, at::Tensor> median_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  return order_statistic(self, dim, keepdim, OrderStat::Median);
+}
+
+std::tuple<at::Tensor, at::Tensor> nanmedian_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  return order_statistic(self, dim, keepdim, OrderStat::NanMedian);
+}
+
+std::tuple<at::Tensor, at::Tensor> kthvalue_dim(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim) {
+  return order_statistic(self, dim, keepdim, OrderStat::Kth, k);
+}
+
+// The out= forms: ATen's resize rules, then a copy of the functional result.
+std::tuple<at::Tensor&, at::Tensor&> into_outs(const char* name, std::tuple<at::Tensor, at::Tensor> r,
+                                               at::Tensor& values, at::Tensor& indices) {
+  const auto& [v, i] = r;
+  TORCH_CHECK(values.scalar_type() == v.scalar_type(), "Expected out tensor to have dtype ", v.scalar_type(),
+              ", but got ", values.scalar_type(), " instead");
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "Expected out tensor to have dtype Long, but got ",
+              indices.scalar_type(), " instead");
+  check_same_device(name, v, {&values, &indices});
+  at::native::resize_output(values, v.sizes());
+  at::native::resize_output(indices, i.sizes());
+  values.copy_(v);
+  indices.copy_(i);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
+                                                  at::Tensor& values, at::Tensor& indices) {
+  return into_outs("aten::kthvalue", kthvalue_dim(self, k, dim, keepdim), values, indices);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                       at::Tensor& values, at::Tensor& indices) {
+  return into_outs("aten::nanmedian", nanmedian_dim(self, dim, keepdim), values, indices);
+}
+
+// median / nanmedian of all elements (an empty input gives NaN, as on CPU).
+template <OrderStat KIND>
 at::Tensor median_all(const at::Tensor& self) {
   if (self.numel() == 0) {
-    record_native("aten::median");
+    record_native(KIND == OrderStat::Median ? "aten::median" : "aten::nanmedian");
     return at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options());
   }
-  check_median_dtype(self);
-  return std::get<0>(median_dim(self.reshape({-1}), 0, false));
+  return std::get<0>(order_statistic(self.reshape({-1}), 0, false, KIND));
+}
+
+// ---------------------------------------------------------------- isin
+
+// isin as ATen computes it: both sides in their common dtype; few test elements (ATen's
+// threshold, 10 * numel^0.145) compare by broadcasting, else each element is looked up by
+// binary search in the sorted test elements. NaN matches nothing; -0.0 matches 0.0.
+void isin_into(const at::Tensor& elements, const at::Tensor& test, bool invert, const at::Tensor& out) {
+  check_same_device("aten::isin", elements, {&test, &out});
+  record_native("aten::isin");
+  if (elements.numel() == 0) return;
+  const at::ScalarType common = at::result_type(elements, test);
+  if (common == at::kDouble) warn_float64("aten::isin");
+  const at::Tensor e = elements.to(common), t = test.to(common).reshape({-1});
+  at::Tensor hit;
+  if (static_cast<double>(t.numel()) < 10.0 * std::pow(static_cast<double>(e.numel()), 0.145)) {
+    hit = at::eq(e.unsqueeze(-1), t).any(-1);
+  } else {
+    const at::Tensor sorted = std::get<0>(at::sort(t, /*stable=*/true, 0, false));
+    const at::Tensor flat = e.reshape({-1});
+    const at::Tensor pos = at::searchsorted(sorted, flat).clamp_max_(t.numel() - 1);
+    hit = at::eq(sorted.index_select(0, pos), flat).view(e.sizes());
+  }
+  out.copy_(invert ? at::logical_not(hit) : hit);
+}
+
+struct IsinTensor {
+  template <class M>
+  static void run(M&, const at::Tensor& elements, const at::Tensor& test, bool, bool invert, const at::Tensor& out) {
+    isin_into(elements, test, invert, out);
+  }
+};
+struct IsinScalar {  // one test element: an (in)equality, as ATen
+  template <class M>
+  static void run(M&, const at::Tensor& elements, const at::Scalar& test, bool, bool invert, const at::Tensor& out) {
+    record_native("aten::isin");
+    if (invert) at::ne_out(const_cast<at::Tensor&>(out), elements, test);
+    else at::eq_out(const_cast<at::Tensor&>(out), elements, test);
+  }
+};
+
+// A scalar element: the tensor overload on the scalar wrapped as a number (ATen's composition).
+at::Tensor& isin_scalar_tensor_out(const at::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert,
+                                   at::Tensor& out) {
+  return at::isin_out(out, at::native::wrapped_scalar_tensor(element, test.device()), test, assume_unique, invert);
+}
+
+at::Tensor isin_scalar_tensor(const at::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert) {
+  return at::isin(at::native::wrapped_scalar_tensor(element, test.device()), test, assume_unique, invert);
 }
 
 // unique (torch.unique without dim): a stable sort, then the first element of each run of
@@ -377,8 +490,19 @@ using OptType = std::optional<at::ScalarType>;
 NEURON_LIBRARY_IMPL(m) {
   m.impl("sort.stable", TORCH_FN(sort));
   m.impl("_unique2", TORCH_FN(unique2));
-  m.impl("median", TORCH_FN(median_all));
+  m.impl("median", TORCH_FN(median_all<OrderStat::Median>));
   m.impl("median.dim", TORCH_FN(median_dim));
+  m.impl("nanmedian", TORCH_FN(median_all<OrderStat::NanMedian>));
+  m.impl("nanmedian.dim", TORCH_FN(nanmedian_dim));
+  m.impl("nanmedian.dim_values", TORCH_FN(nanmedian_dim_out));
+  m.impl("kthvalue", TORCH_FN(kthvalue_dim));
+  m.impl("kthvalue.values", TORCH_FN(kthvalue_out));
+  m.impl("isin.Tensor_Tensor", TORCH_FN((Variants<at::meta::structured_isin_Tensor_Tensor, const at::Tensor&, bool, bool>::functional<IsinTensor>)));
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN((Variants<at::meta::structured_isin_Tensor_Tensor, const at::Tensor&, bool, bool>::out<IsinTensor>)));
+  m.impl("isin.Tensor_Scalar", TORCH_FN((Variants<at::meta::structured_isin_Tensor_Scalar, const at::Scalar&, bool, bool>::functional<IsinScalar>)));
+  m.impl("isin.Tensor_Scalar_out", TORCH_FN((Variants<at::meta::structured_isin_Tensor_Scalar, const at::Scalar&, bool, bool>::out<IsinScalar>)));
+  m.impl("isin.Scalar_Tensor", TORCH_FN(isin_scalar_tensor));
+  m.impl("isin.Scalar_Tensor_out", TORCH_FN(isin_scalar_tensor_out));
   m.impl("sort.values_stable", TORCH_FN(sort_out));
   m.impl("topk", TORCH_FN(topk));
   m.impl("topk.values", TORCH_FN(topk_out));
@@ -388,6 +512,8 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("cumprod", TORCH_FN((Variants<at::meta::structured_cumprod, int64_t, OptType>::functional<Scan<VNC_SCAN_PROD>>)));
   m.impl("cumprod_", TORCH_FN((Variants<at::meta::structured_cumprod, int64_t, OptType>::inplace<Scan<VNC_SCAN_PROD>>)));
   m.impl("cumprod.out", TORCH_FN((Variants<at::meta::structured_cumprod, int64_t, OptType>::out<Scan<VNC_SCAN_PROD>>)));
+  m.impl("_cummax_helper", TORCH_FN(cum_extreme_helper<true>));
+  m.impl("_cummin_helper", TORCH_FN(cum_extreme_helper<false>));
   m.impl("_logcumsumexp", TORCH_FN(logcumsumexp));
   m.impl("_logcumsumexp.out", TORCH_FN(logcumsumexp_out));
   m.impl("logsumexp", TORCH_FN(logsumexp));

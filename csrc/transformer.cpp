@@ -2,13 +2,16 @@
 // (_fused_sdp_choice answers "overrideable"; forward and backward run vnc/attention.h), and
 // the fast-path ops PyTorch takes for any PrivateUse1 device in eval mode:
 // _native_multi_head_attention (composed here from native ops) and
-// _transformer_encoder_layer_fwd (ATen's own device-generic composition, which calls the former).
+// _transformer_encoder_layer_fwd (ATen's own device-generic composition, which calls the former),
+// and nn.TransformerEncoder's nested-tensor fast path (padded sequences plus a key padding mask).
 #include "neuron.h"
 #include "gate.h"
 
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
+#include <ATen/NestedTensorImpl.h>
+#include <ATen/native/nested/NestedTensorUtils.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <torch/library.h>
@@ -72,6 +75,133 @@ at::Tensor encoder_layer(const at::Tensor& src, int64_t embed_dim, int64_t num_h
       src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps,
       norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2,
       mask, mask_type);
+}
+
+// ---------------------------------------------------------------- nested fast path
+
+// nn.TransformerEncoder in eval mode with a src_key_padding_mask packs its input into a nested
+// tensor (_nested_tensor_from_mask), runs each layer on it (_transformer_encoder_layer_fwd) and
+// pads the result (to_padded_tensor). ATen has nested kernels for CPU and CUDA only; here the
+// nested tensor is ATen's own NestedTensorImpl (a packed buffer on neuron plus its (N, 2)
+// sizes), and each layer is computed on the padded tensor with a key padding mask, so results
+// equal CPU's at the valid positions; padding is written with the requested value (CPU: 0).
+
+// ATen's checks of the two mask ops (NestedTensorTransformerFunctions.cpp).
+void check_mask_args(const at::Tensor& t, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::ScalarType::Bool, "Expected mask to be of type Bool, but got ",
+              mask.scalar_type(), " instead.");
+  TORCH_CHECK(mask.dim() == 2, "Padding mask should be 2D");
+  TORCH_CHECK(t.dim() == 3, "Input should be a 3D tensor, N * L * D");
+  TORCH_CHECK(t.size(0) == mask.size(0) && t.size(1) == mask.size(1), "Mask size should match input size");
+  check_same_device("aten::_nested_tensor_from_mask", t, {&mask});
+}
+
+// True when every row of mask is a run of Trues followed by Falses (the position of the
+// first False, from argmin over the row with a False appended, equals the row's count).
+at::Tensor left_aligned(const at::Tensor& mask) {
+  const at::Tensor pad = at::zeros({mask.size(0), 1}, mask.options());
+  const at::Tensor first_false = at::cat({mask, pad}, 1).to(at::kInt).argmin(1);
+  return at::eq(first_false, mask.sum(1)).all();
+}
+
+bool nested_from_mask_left_aligned(const at::Tensor& t, const at::Tensor& mask) {
+  check_mask_args(t, mask);
+  record_native("aten::_nested_tensor_from_mask_left_aligned");
+  return left_aligned(mask).item<bool>();
+}
+
+// keep[n, l] = l < lengths[n]: the valid rows of each padded sequence.
+at::Tensor valid_rows(const at::Tensor& lengths, int64_t L) {
+  return at::arange(L, lengths.options()).unsqueeze(0).lt(lengths.unsqueeze(1));
+}
+
+// A nested tensor of N entries [lengths[n], D]: the first lengths[n] rows of each sequence of
+// padded [N, L, D], packed in order (ATen's nested_from_padded layout).
+at::Tensor pack(const at::Tensor& padded, const at::Tensor& lengths, const at::Tensor& lengths_cpu) {
+  const int64_t N = padded.size(0), L = padded.size(1), D = padded.size(2);
+  const at::Tensor keep = valid_rows(lengths, L).unsqueeze(2).expand({N, L, D});
+  const at::Tensor buffer = padded.masked_select(keep).contiguous();
+  const at::Tensor sizes = at::stack({lengths_cpu, at::full({N}, D, lengths_cpu.options())}, 1);
+  return at::native::wrap_buffer(buffer, sizes);
+}
+
+at::Tensor nested_from_mask(const at::Tensor& t, const at::Tensor& mask, bool mask_check) {
+  check_mask_args(t, mask);
+  record_native("aten::_nested_tensor_from_mask");
+  if (mask_check) TORCH_CHECK(left_aligned(mask).item<bool>(), "Mask must be left-aligned without gaps");
+  // as ATen: entry n holds the first count(mask[n]) rows, whatever the mask's layout
+  const at::Tensor lengths = mask.sum(1);
+  return pack(t, lengths, lengths.cpu());
+}
+
+// The lengths (on the host and on the device) and feature size of a nested tensor made by
+// nested_from_mask; other nested layouts are refused with the reason.
+struct Entries {
+  at::Tensor lengths_cpu, lengths;
+  int64_t D, max_len;
+};
+
+Entries entries_of(const at::Tensor& nt, const char* op) {
+  auto* impl = at::native::get_nested_tensor_impl(nt);
+  const at::Tensor& sizes = impl->get_nested_sizes();
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      sizes.dim() == 2 && sizes.size(1) == 2 && at::native::nested_tensor_impl_is_contiguous(impl), op,
+      ": nested tensors on neuron support the [length, features] entries of nn.TransformerEncoder's fast path only, "
+      "got entries of ", sizes.dim() == 2 ? sizes.size(1) : 0, " dims");
+  Entries e;
+  e.lengths_cpu = sizes.select(1, 0).contiguous();
+  const at::Tensor features = sizes.select(1, 1);
+  e.D = sizes.size(0) ? features[0].item<int64_t>() : 0;
+  TORCH_CHECK_NOT_IMPLEMENTED(sizes.size(0) == 0 || features.eq(e.D).all().item<bool>(), op,
+                              ": nested entries with different feature sizes are not supported on neuron");
+  e.max_len = sizes.size(0) ? e.lengths_cpu.max().item<int64_t>() : 0;
+  e.lengths = e.lengths_cpu.to(nt.device());
+  return e;
+}
+
+at::Tensor unpack(const at::Tensor& nt, const Entries& e, double padding, int64_t L) {
+  const int64_t N = e.lengths_cpu.size(0);
+  at::Tensor out = at::full({N, L, e.D}, padding, nt.options().layout(at::kStrided));
+  const at::Tensor keep = valid_rows(e.lengths, L).unsqueeze(2).expand({N, L, e.D});
+  out.masked_scatter_(keep, at::native::get_nested_tensor_impl(nt)->get_buffer());
+  return out;
+}
+
+at::Tensor to_padded_tensor(const at::Tensor& self, double padding, at::OptionalSymIntArrayRef output_size) {
+  record_native("aten::to_padded_tensor");
+  const Entries e = entries_of(self, "aten::to_padded_tensor");
+  const int64_t N = e.lengths_cpu.size(0);
+  if (!output_size) return unpack(self, e, padding, e.max_len);
+  auto size = C10_AS_INTARRAYREF_SLOW(*output_size);
+  TORCH_CHECK(size.size() == 3, "Length of output_size does not match NestedTensor dims. Broadcasting is not supported.");
+  TORCH_CHECK(size[0] == N && size[1] >= e.max_len && size[2] >= e.D,
+              "Value in output_size is less than NestedTensor padded size. Truncation is not supported.");
+  at::Tensor out = unpack(self, e, padding, size[1]);
+  if (size[2] == e.D) return out;
+  at::Tensor wide = at::full(size, padding, out.options());
+  wide.narrow(2, 0, e.D).copy_(out);
+  return wide;
+}
+
+// One encoder layer on a nested input: the dense layer on the padded sequences with a key
+// padding mask (True = padding), then the valid rows packed again.
+at::Tensor encoder_layer_nested(const at::Tensor& src, int64_t embed_dim, int64_t num_heads, const at::Tensor& qkv_weight,
+                                const at::Tensor& qkv_bias, const at::Tensor& proj_weight, const at::Tensor& proj_bias,
+                                bool use_gelu, bool norm_first, double eps, const at::Tensor& norm_weight_1,
+                                const at::Tensor& norm_bias_1, const at::Tensor& norm_weight_2,
+                                const at::Tensor& norm_bias_2, const at::Tensor& ffn_weight_1,
+                                const at::Tensor& ffn_bias_1, const at::Tensor& ffn_weight_2,
+                                const at::Tensor& ffn_bias_2, const std::optional<at::Tensor>& mask,
+                                std::optional<int64_t> mask_type) {
+  TORCH_CHECK(!mask || !mask->defined(), "_transformer_encoder_layer_fwd: a mask is not supported with a nested input "
+                                         "(its padding is the mask)");
+  const Entries e = entries_of(src, "aten::_transformer_encoder_layer_fwd");
+  const at::Tensor padded = unpack(src, e, 0.0, e.max_len);
+  const at::Tensor padding_mask = valid_rows(e.lengths, e.max_len).logical_not();
+  const at::Tensor out = encoder_layer(padded, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                                       use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+                                       ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, padding_mask, 1);
+  return pack(out, e.lengths, e.lengths_cpu);
 }
 
 // ---------------------------------------------------------------- scaled_dot_product_attention
@@ -182,11 +312,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
 }  // namespace
 
 NEURON_LIBRARY_IMPL(m) {
+  m.impl("_nested_tensor_from_mask", TORCH_FN(nested_from_mask));
+  m.impl("_nested_tensor_from_mask_left_aligned", TORCH_FN(nested_from_mask_left_aligned));
   m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));
   m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(sdpa_forward));
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(sdpa_backward));
   m.impl("_native_multi_head_attention", TORCH_FN(native_mha));
   m.impl("_transformer_encoder_layer_fwd", TORCH_FN(encoder_layer));
+}
+
+TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
+  m.impl("_transformer_encoder_layer_fwd", TORCH_FN(encoder_layer_nested));
+  m.impl("to_padded_tensor", TORCH_FN(to_padded_tensor));
 }
 
 }  // namespace torch_neuronx

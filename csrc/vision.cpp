@@ -1,6 +1,7 @@
-// Image ops on the neuron key (runtime: vnc/vision.h): avg_pool2d, native_group_norm,
-// upsample_nearest2d / upsample_bilinear2d, reflection_pad2d / replication_pad2d, each with its
-// backward.
+// Image ops on the neuron key (runtime: vnc/vision.h): avg_pool2d, native_group_norm, every
+// upsampling op (nearest, nearest-exact, linear, bilinear, bicubic, trilinear; 1-D to 3-D),
+// _adaptive_avg_pool3d, avg_pool3d, max_pool3d_with_indices, adaptive_max_pool2d/3d, reflection /
+// replication padding of 1 to 3 dims, each with its backward.
 //
 // Argument checks and output shapes come from ATen's structured metas where the op has one
 // (so errors are PyTorch's own); outputs keep the memory format the meta picks (channels-last
@@ -10,15 +11,42 @@
 #include "structured.h"
 
 #include <ATen/native/Padding.h>
+#include <ATen/native/Pool.h>
 #include <ATen/native/UpSample.h>
 #include <ATen/native/cpu/mixed_data_type.h>
+#include <ATen/ops/_upsample_nearest_exact1d_backward_meta.h>
+#include <ATen/ops/_upsample_nearest_exact1d_meta.h>
+#include <ATen/ops/_upsample_nearest_exact2d_backward_meta.h>
+#include <ATen/ops/_upsample_nearest_exact2d_meta.h>
+#include <ATen/ops/_upsample_nearest_exact3d_backward_meta.h>
+#include <ATen/ops/_upsample_nearest_exact3d_meta.h>
+#include <ATen/ops/adaptive_max_pool2d_backward_meta.h>
+#include <ATen/ops/adaptive_max_pool2d_meta.h>
+#include <ATen/ops/adaptive_max_pool3d_backward_meta.h>
+#include <ATen/ops/adaptive_max_pool3d_meta.h>
 #include <ATen/ops/avg_pool2d_backward_meta.h>
 #include <ATen/ops/avg_pool2d_meta.h>
+#include <ATen/ops/avg_pool3d_backward_meta.h>
+#include <ATen/ops/avg_pool3d_meta.h>
+#include <ATen/ops/reflection_pad1d_meta.h>
+#include <ATen/ops/reflection_pad3d_meta.h>
+#include <ATen/ops/replication_pad1d_meta.h>
 #include <ATen/ops/replication_pad2d_meta.h>
+#include <ATen/ops/replication_pad3d_meta.h>
+#include <ATen/ops/upsample_bicubic2d_backward_meta.h>
+#include <ATen/ops/upsample_bicubic2d_meta.h>
 #include <ATen/ops/upsample_bilinear2d_backward_meta.h>
 #include <ATen/ops/upsample_bilinear2d_meta.h>
+#include <ATen/ops/upsample_linear1d_backward_meta.h>
+#include <ATen/ops/upsample_linear1d_meta.h>
+#include <ATen/ops/upsample_nearest1d_backward_meta.h>
+#include <ATen/ops/upsample_nearest1d_meta.h>
 #include <ATen/ops/upsample_nearest2d_backward_meta.h>
 #include <ATen/ops/upsample_nearest2d_meta.h>
+#include <ATen/ops/upsample_nearest3d_backward_meta.h>
+#include <ATen/ops/upsample_nearest3d_meta.h>
+#include <ATen/ops/upsample_trilinear3d_backward_meta.h>
+#include <ATen/ops/upsample_trilinear3d_meta.h>
 #include <torch/library.h>
 
 namespace torch_neuronx {
@@ -145,128 +173,195 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
 
 using OptScale = std::optional<double>;
 
-template <class Meta>
-void upsample_impl(Structured<Meta>& op, const char* name, vnc_upsample_mode mode, const at::Tensor& self,
-                   at::IntArrayRef output_size, bool align_corners, OptScale sh, OptScale sw) {
-  if constexpr (std::is_same_v<Meta, at::meta::structured_upsample_nearest2d>) op.meta(self, output_size, sh, sw);
-  else op.meta(self, output_size, align_corners, sh, sw);
-  check_dtype(mode == VNC_UPSAMPLE_NEAREST ? "upsample_nearest2d" : "upsample_bilinear2d", self, false, true);
-  record_native(name);
-  if (self.scalar_type() == at::kDouble) warn_float64(name);
-  const int64_t H = self.size(2), W = self.size(3), OH = output_size[0], OW = output_size[1];
-  const float scale_h = mode == VNC_UPSAMPLE_NEAREST ? at::native::compute_scales_value<float>(sh, H, OH)
-                                                     : at::native::area_pixel_compute_scale<float>(H, OH, align_corners, sh);
-  const float scale_w = mode == VNC_UPSAMPLE_NEAREST ? at::native::compute_scales_value<float>(sw, W, OW)
-                                                     : at::native::area_pixel_compute_scale<float>(W, OW, align_corners, sw);
-  const vnc_image x = image_of(self);
+// A tensor whose last `nd` dims are spatial as a volume: (N, C, spatial...) or, unbatched,
+// (C, spatial...); missing spatial dims are size 1.
+vnc_volume volume_of(const at::Tensor& t, int64_t nd) {
+  const int64_t b = t.dim() - nd;  // 2 when batched, 1 when not
+  TORCH_INTERNAL_ASSERT(b == 1 || b == 2);
+  vnc_volume v{};
+  v.data = element_ptr(t);
+  v.N = b == 2 ? t.size(0) : 1;
+  v.strides[0] = b == 2 ? t.stride(0) : 0;
+  v.C = t.size(b - 1);
+  v.strides[1] = t.stride(b - 1);
+  int64_t* sizes[3] = {&v.D, &v.H, &v.W};
+  for (int64_t i = 0; i < 3; i++) {
+    const int64_t d = i - (3 - nd);  // spatial index, < 0 for a missing dim
+    *sizes[i] = d >= 0 ? t.size(b + d) : 1;
+    v.strides[2 + i] = d >= 0 ? t.stride(b + d) : 0;
+  }
+  return v;
+}
+
+// Per-dim resampling of the last `nd` dims; missing leading dims are identities.
+template <size_t ND>
+std::array<vnc_resample_dim, 3> resample_dims(vnc_resample_kind kind, bool align_corners, at::IntArrayRef in_spatial,
+                                              at::IntArrayRef out_spatial, const std::array<OptScale, ND>& scales) {
+  std::array<vnc_resample_dim, 3> dims{};
+  for (auto& d : dims) d.kind = VNC_RS_NEAREST, d.scale = 1.0f;
+  const bool nearest = kind == VNC_RS_NEAREST || kind == VNC_RS_NEAREST_EXACT;
+  for (size_t i = 0; i < ND; i++) {
+    vnc_resample_dim& d = dims[3 - ND + i];
+    d.kind = kind;
+    d.align_corners = align_corners;
+    d.scale = nearest ? at::native::compute_scales_value<float>(scales[i], in_spatial[i], out_spatial[i])
+                      : at::native::area_pixel_compute_scale<float>(in_spatial[i], out_spatial[i], align_corners, scales[i]);
+  }
+  return dims;
+}
+
+// Every upsampling op with its backward, functional and out=: ATen's structured metas check
+// arguments and size outputs; the runtime's vnc_resample computes. Nearest modes copy any
+// dtype CPU accepts (floating, uint8); the interpolating modes take floating inputs and hand
+// others (uint8 bilinear: CPU's fixed-point algorithm) to the visible CPU fallback.
+template <class Meta, class BwdMeta, vnc_resample_kind KIND, bool ALIGN, size_t ND>
+struct Upsample {
+  static constexpr bool kNearest = KIND == VNC_RS_NEAREST || KIND == VNC_RS_NEAREST_EXACT;
+
+  template <class... S>
+  static void forward(Structured<Meta>& op, const char* name, const at::Tensor& self, at::IntArrayRef size,
+                      bool align, S... scales) {
+    if constexpr (ALIGN) op.meta(self, size, align, scales...);
+    else op.meta(self, size, scales...);
+    record_native(name);
+    if (self.scalar_type() == at::kDouble) warn_float64(name);
+    const auto dims = resample_dims<ND>(KIND, align, self.sizes().slice(2), size, {scales...});
+    const vnc_volume x = volume_of(self, ND);
+    c10::DeviceGuard g(self.device());
+    into(op.maybe_get_output(0), [&](const at::Tensor& out) {
+      const vnc_volume o = volume_of(out, ND);
+      check(vnc_resample(stream_of(self), name, dims.data(), dt(self), &x, &o));
+    });
+  }
+
+  template <class... S>
+  static void backward(Structured<BwdMeta>& op, const char* name, const at::Tensor& grad_output, at::IntArrayRef size,
+                       at::IntArrayRef input_size, bool align, S... scales) {
+    if constexpr (ALIGN) op.meta(grad_output, size, input_size, align, scales...);
+    else op.meta(grad_output, size, input_size, scales...);
+    check_dtype(name + 6, grad_output);
+    record_native(name);
+    const auto dims = resample_dims<ND>(KIND, align, input_size.slice(2), size, {scales...});
+    const vnc_volume go = volume_of(grad_output, ND);
+    c10::DeviceGuard g(grad_output.device());
+    into(op.maybe_get_output(0), [&](const at::Tensor& gi) {
+      const vnc_volume i = volume_of(gi, ND);
+      check(vnc_resample_backward(stream_of(grad_output), name, dims.data(), dt(grad_output), &go, &i));
+    });
+  }
+
+  static bool fallback(const at::Tensor& self) {
+    return kNearest ? !(at::isFloatingType(self.scalar_type()) || self.scalar_type() == at::kByte)
+                    : !at::isFloatingType(self.scalar_type());
+  }
+};
+
+// The ATen signatures: (self, size, [align_corners,] scales...) and the backward's
+// (grad_output, size, input_size, [align_corners,] scales...).
+#define NEURON_UPSAMPLE_OPS(X)                                                                        \
+  X(upsample_nearest1d, VNC_RS_NEAREST, false, 1, (OptScale s), (s))                                  \
+  X(upsample_nearest2d, VNC_RS_NEAREST, false, 2, (OptScale sh, OptScale sw), (sh, sw))                \
+  X(upsample_nearest3d, VNC_RS_NEAREST, false, 3, (OptScale sd, OptScale sh, OptScale sw), (sd, sh, sw)) \
+  X(_upsample_nearest_exact1d, VNC_RS_NEAREST_EXACT, false, 1, (OptScale s), (s))                      \
+  X(_upsample_nearest_exact2d, VNC_RS_NEAREST_EXACT, false, 2, (OptScale sh, OptScale sw), (sh, sw))    \
+  X(_upsample_nearest_exact3d, VNC_RS_NEAREST_EXACT, false, 3, (OptScale sd, OptScale sh, OptScale sw), (sd, sh, sw)) \
+  X(upsample_linear1d, VNC_RS_LINEAR, true, 1, (OptScale s), (s))                                     \
+  X(upsample_bilinear2d, VNC_RS_LINEAR, true, 2, (OptScale sh, OptScale sw), (sh, sw))                \
+  X(upsample_trilinear3d, VNC_RS_LINEAR, true, 3, (OptScale sd, OptScale sh, OptScale sw), (sd, sh, sw)) \
+  X(upsample_bicubic2d, VNC_RS_CUBIC, true, 2, (OptScale sh, OptScale sw), (sh, sw))
+
+#define NEURON_ALIGN_PARAM_true , bool align
+#define NEURON_ALIGN_PARAM_false
+#define NEURON_ALIGN_ARG_true align
+#define NEURON_ALIGN_ARG_false false
+#define NEURON_ALIGN_STACK_true , align
+#define NEURON_ALIGN_STACK_false
+#define NEURON_UNPACK(...) __VA_ARGS__
+
+#define NEURON_UPSAMPLE_FNS(op, KIND, ALIGN, ND, PARAMS, ARGS)                                                      \
+  using op##_t = Upsample<at::meta::structured_##op, at::meta::structured_##op##_backward, KIND, ALIGN, ND>;          \
+  at::Tensor op##_fwd(const at::Tensor& self, c10::SymIntArrayRef size NEURON_ALIGN_PARAM_##ALIGN,                    \
+                      NEURON_UNPACK PARAMS) {                                                                         \
+    if (op##_t::fallback(self)) {                                                                                    \
+      std::vector<c10::IValue> stack{self, size NEURON_ALIGN_STACK_##ALIGN, NEURON_UNPACK ARGS};                     \
+      run_cpu_fallback("aten::" #op, "", stack);                                                                     \
+      return stack.back().toTensor();                                                                                \
+    }                                                                                                                \
+    Structured<at::meta::structured_##op> st(Mode::Functional);                                                      \
+    op##_t::forward(st, "aten::" #op, self, C10_AS_INTARRAYREF_SLOW(size), NEURON_ALIGN_ARG_##ALIGN,                 \
+                    NEURON_UNPACK ARGS);                                                                             \
+    return std::move(st.outs[0]);                                                                                    \
+  }                                                                                                                  \
+  at::Tensor& op##_fwd_out(const at::Tensor& self, c10::SymIntArrayRef size NEURON_ALIGN_PARAM_##ALIGN,               \
+                           NEURON_UNPACK PARAMS, at::Tensor& out) {                                                  \
+    check_same_device("aten::" #op, self, {&out});                                                                   \
+    if (op##_t::fallback(self)) {                                                                                    \
+      std::vector<c10::IValue> stack{self, size NEURON_ALIGN_STACK_##ALIGN, NEURON_UNPACK ARGS, out};                \
+      run_cpu_fallback("aten::" #op, "out", stack);                                                                  \
+      return out;                                                                                                    \
+    }                                                                                                                \
+    Structured<at::meta::structured_##op> st(Mode::Out, {out});                                                      \
+    op##_t::forward(st, "aten::" #op, self, C10_AS_INTARRAYREF_SLOW(size), NEURON_ALIGN_ARG_##ALIGN,                 \
+                    NEURON_UNPACK ARGS);                                                                             \
+    st.finish();                                                                                                     \
+    return out;                                                                                                      \
+  }                                                                                                                  \
+  at::Tensor op##_bwd(const at::Tensor& grad_output, c10::SymIntArrayRef size,                                        \
+                      c10::SymIntArrayRef input_size NEURON_ALIGN_PARAM_##ALIGN, NEURON_UNPACK PARAMS) {             \
+    Structured<at::meta::structured_##op##_backward> st(Mode::Functional);                                           \
+    op##_t::backward(st, "aten::" #op "_backward", grad_output, C10_AS_INTARRAYREF_SLOW(size),                       \
+                     C10_AS_INTARRAYREF_SLOW(input_size), NEURON_ALIGN_ARG_##ALIGN, NEURON_UNPACK ARGS);              \
+    return std::move(st.outs[0]);                                                                                    \
+  }                                                                                                                  \
+  at::Tensor& op##_bwd_out(const at::Tensor& grad_output, c10::SymIntArrayRef size,                                   \
+                           c10::SymIntArrayRef input_size NEURON_ALIGN_PARAM_##ALIGN, NEURON_UNPACK PARAMS,           \
+                           at::Tensor& grad_input) {                                                                 \
+    check_same_device("aten::" #op "_backward", grad_output, {&grad_input});                                         \
+    Structured<at::meta::structured_##op##_backward> st(Mode::Out, {grad_input});                                    \
+    op##_t::backward(st, "aten::" #op "_backward", grad_output, C10_AS_INTARRAYREF_SLOW(size),                       \
+                     C10_AS_INTARRAYREF_SLOW(input_size), NEURON_ALIGN_ARG_##ALIGN, NEURON_UNPACK ARGS);              \
+    st.finish();                                                                                                     \
+    return grad_input;                                                                                               \
+  }
+NEURON_UPSAMPLE_OPS(NEURON_UPSAMPLE_FNS)
+#undef NEURON_UPSAMPLE_FNS
+
+// ---------------------------------------------------------------- adaptive average pooling of volumes
+
+// _adaptive_avg_pool3d: the AREA resampling (ATen's start/end windows); 4-D (unbatched) or 5-D.
+at::Tensor adaptive_avg_pool3d(const at::Tensor& self, c10::SymIntArrayRef size_sym) {
+  auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
+  TORCH_CHECK(size.size() == 3, "adaptive_avg_pool3d: output_size must be 3");
+  TORCH_CHECK(self.dim() == 4 || self.dim() == 5, "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got ", self.sizes());
+  for (int64_t d = 1; d < self.dim(); d++)
+    TORCH_CHECK(self.size(d) > 0, "adaptive_avg_pool3d(): Expected input to have non-zero size for non-batch dimensions, but input has sizes ",
+                self.sizes(), " with dimension ", d, " being empty");
+  check_dtype("adaptive_avg_pool3d_cpu", self);
+  record_native("aten::_adaptive_avg_pool3d");
+  if (self.scalar_type() == at::kDouble) warn_float64("aten::_adaptive_avg_pool3d");
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 3);
+  shape.insert(shape.end(), size.begin(), size.end());
+  at::Tensor out = at::empty(shape, self.options());
+  std::array<vnc_resample_dim, 3> dims{};
+  for (auto& d : dims) d.kind = VNC_RS_AREA;
+  const vnc_volume x = volume_of(self, 3), o = volume_of(out, 3);
   c10::DeviceGuard g(self.device());
-  into(op.maybe_get_output(0), [&](const at::Tensor& out) {
-    const vnc_image o = image_of(out);
-    check(vnc_upsample2d(stream_of(self), name, mode, align_corners, scale_h, scale_w, dt(self), &x, &o));
-  });
-}
-
-template <class Meta>
-void upsample_backward_impl(Structured<Meta>& op, const char* name, vnc_upsample_mode mode,
-                            const at::Tensor& grad_output, at::IntArrayRef output_size, at::IntArrayRef input_size,
-                            bool align_corners, OptScale sh, OptScale sw) {
-  if constexpr (std::is_same_v<Meta, at::meta::structured_upsample_nearest2d_backward>)
-    op.meta(grad_output, output_size, input_size, sh, sw);
-  else
-    op.meta(grad_output, output_size, input_size, align_corners, sh, sw);
-  check_dtype(name + 6, grad_output);
-  record_native(name);
-  const int64_t H = input_size[2], W = input_size[3], OH = output_size[0], OW = output_size[1];
-  const float scale_h = mode == VNC_UPSAMPLE_NEAREST ? at::native::compute_scales_value<float>(sh, H, OH)
-                                                     : at::native::area_pixel_compute_scale<float>(H, OH, align_corners, sh);
-  const float scale_w = mode == VNC_UPSAMPLE_NEAREST ? at::native::compute_scales_value<float>(sw, W, OW)
-                                                     : at::native::area_pixel_compute_scale<float>(W, OW, align_corners, sw);
-  const vnc_image go = image_of(grad_output);
-  c10::DeviceGuard g(grad_output.device());
-  into(op.maybe_get_output(0), [&](const at::Tensor& gi) {
-    const vnc_image i = image_of(gi);
-    check(vnc_upsample2d_backward(stream_of(grad_output), name, mode, align_corners, scale_h, scale_w, dt(grad_output),
-                                  &go, &i));
-  });
-}
-
-at::Tensor upsample_nearest2d(const at::Tensor& self, c10::SymIntArrayRef size, OptScale sh, OptScale sw) {
-  Structured<at::meta::structured_upsample_nearest2d> op(Mode::Functional);
-  upsample_impl(op, "aten::upsample_nearest2d", VNC_UPSAMPLE_NEAREST, self, C10_AS_INTARRAYREF_SLOW(size), false, sh, sw);
-  return std::move(op.outs[0]);
-}
-
-at::Tensor& upsample_nearest2d_out(const at::Tensor& self, c10::SymIntArrayRef size, OptScale sh, OptScale sw,
-                                   at::Tensor& out) {
-  check_same_device("aten::upsample_nearest2d", self, {&out});
-  Structured<at::meta::structured_upsample_nearest2d> op(Mode::Out, {out});
-  upsample_impl(op, "aten::upsample_nearest2d", VNC_UPSAMPLE_NEAREST, self, C10_AS_INTARRAYREF_SLOW(size), false, sh, sw);
-  op.finish();
+  check(vnc_resample(stream_of(self), "aten::_adaptive_avg_pool3d", dims.data(), dt(self), &x, &o));
   return out;
 }
 
-at::Tensor upsample_nearest2d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef size,
-                                       c10::SymIntArrayRef input_size, OptScale sh, OptScale sw) {
-  Structured<at::meta::structured_upsample_nearest2d_backward> op(Mode::Functional);
-  upsample_backward_impl(op, "aten::upsample_nearest2d_backward", VNC_UPSAMPLE_NEAREST, grad_output,
-                         C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(input_size), false, sh, sw);
-  return std::move(op.outs[0]);
-}
-
-at::Tensor& upsample_nearest2d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef size,
-                                            c10::SymIntArrayRef input_size, OptScale sh, OptScale sw,
-                                            at::Tensor& grad_input) {
-  check_same_device("aten::upsample_nearest2d_backward", grad_output, {&grad_input});
-  Structured<at::meta::structured_upsample_nearest2d_backward> op(Mode::Out, {grad_input});
-  upsample_backward_impl(op, "aten::upsample_nearest2d_backward", VNC_UPSAMPLE_NEAREST, grad_output,
-                         C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(input_size), false, sh, sw);
-  op.finish();
-  return grad_input;
-}
-
-// uint8 bilinear: CPU uses a fixed-point algorithm of its own; the visible fallback runs it.
-void check_bilinear_dtype(const at::Tensor& self) {
-  NEURON_CHECK_SUPPORTED(self.scalar_type() != at::kByte, "upsample_bilinear2d of uint8 images (CPU's fixed-point "
-                         "algorithm) is not natively supported on neuron");
-}
-
-at::Tensor upsample_bilinear2d(const at::Tensor& self, c10::SymIntArrayRef size, bool align_corners, OptScale sh,
-                               OptScale sw) {
-  check_bilinear_dtype(self);
-  Structured<at::meta::structured_upsample_bilinear2d> op(Mode::Functional);
-  upsample_impl(op, "aten::upsample_bilinear2d", VNC_UPSAMPLE_BILINEAR, self, C10_AS_INTARRAYREF_SLOW(size),
-                align_corners, sh, sw);
-  return std::move(op.outs[0]);
-}
-
-at::Tensor& upsample_bilinear2d_out(const at::Tensor& self, c10::SymIntArrayRef size, bool align_corners, OptScale sh,
-                                    OptScale sw, at::Tensor& out) {
-  check_same_device("aten::upsample_bilinear2d", self, {&out});
-  check_bilinear_dtype(self);
-  Structured<at::meta::structured_upsample_bilinear2d> op(Mode::Out, {out});
-  upsample_impl(op, "aten::upsample_bilinear2d", VNC_UPSAMPLE_BILINEAR, self, C10_AS_INTARRAYREF_SLOW(size),
-                align_corners, sh, sw);
-  op.finish();
-  return out;
-}
-
-at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef size,
-                                        c10::SymIntArrayRef input_size, bool align_corners, OptScale sh, OptScale sw) {
-  Structured<at::meta::structured_upsample_bilinear2d_backward> op(Mode::Functional);
-  upsample_backward_impl(op, "aten::upsample_bilinear2d_backward", VNC_UPSAMPLE_BILINEAR, grad_output,
-                         C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(input_size), align_corners, sh, sw);
-  return std::move(op.outs[0]);
-}
-
-at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef size,
-                                             c10::SymIntArrayRef input_size, bool align_corners, OptScale sh,
-                                             OptScale sw, at::Tensor& grad_input) {
-  check_same_device("aten::upsample_bilinear2d_backward", grad_output, {&grad_input});
-  Structured<at::meta::structured_upsample_bilinear2d_backward> op(Mode::Out, {grad_input});
-  upsample_backward_impl(op, "aten::upsample_bilinear2d_backward", VNC_UPSAMPLE_BILINEAR, grad_output,
-                         C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(input_size), align_corners, sh, sw);
-  op.finish();
-  return grad_input;
+at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  check_same_device("aten::_adaptive_avg_pool3d_backward", self, {&grad_output});
+  TORCH_CHECK(grad_output.dim() == self.dim(), "adaptive_avg_pool3d_backward: grad_output and input differ in dims");
+  check_dtype("adaptive_avg_pool3d_backward_cpu", self);
+  record_native("aten::_adaptive_avg_pool3d_backward");
+  at::Tensor gi = at::empty(self.sizes(), self.options());
+  std::array<vnc_resample_dim, 3> dims{};
+  for (auto& d : dims) d.kind = VNC_RS_AREA;
+  const vnc_volume go = volume_of(grad_output, 3), i = volume_of(gi, 3);
+  c10::DeviceGuard g(self.device());
+  check(vnc_resample_backward(stream_of(self), "aten::_adaptive_avg_pool3d_backward", dims.data(), dt(self), &go, &i));
+  return gi;
 }
 
 // ---------------------------------------------------------------- padding
@@ -381,6 +476,320 @@ at::Tensor pad2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
   at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(self.suggest_memory_format()));
   return pad2d_backward_out<MODE>(grad_output, self, padding, gi);
 }
+
+// ---------------------------------------------------------------- 3-D and adaptive max pooling
+
+// Parameter lists as ATen's pool3d functions read them: one value for every dim, or three.
+int64_t pick3(at::IntArrayRef v, size_t i, int64_t dflt) { return v.empty() ? dflt : v[v.size() == 1 ? 0 : i]; }
+
+vnc_pool3d_params pool3d_params(at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil) {
+  vnc_pool3d_params p{};
+  for (size_t i = 0; i < 3; i++) {
+    p.k[i] = pick3(k, i, 1);
+    p.stride[i] = pick3(s, i, p.k[i]);
+    p.pad[i] = pick3(pad, i, 0);
+    p.dil[i] = pick3(dil, i, 1);
+  }
+  return p;
+}
+
+void avg_pool3d_impl(Structured<at::meta::structured_avg_pool3d>& op, const at::Tensor& self, at::IntArrayRef k,
+                     at::IntArrayRef s, at::IntArrayRef pad, bool ceil_mode, bool count_include_pad,
+                     std::optional<int64_t> divisor) {
+  op.meta(self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  check_dtype("avg_pool3d_out_frame", self);
+  record_native("aten::avg_pool3d");
+  if (self.scalar_type() == at::kDouble) warn_float64("aten::avg_pool3d");
+  vnc_pool3d_params p = pool3d_params(k, s, pad, {});
+  p.count_include_pad = count_include_pad;
+  p.divisor = divisor.value_or(0);
+  const vnc_volume x = volume_of(self, 3);
+  c10::DeviceGuard g(self.device());
+  into(op.maybe_get_output(0), [&](const at::Tensor& out) {
+    const vnc_volume o = volume_of(out, 3);
+    check(vnc_avg_pool3d(stream_of(self), "aten::avg_pool3d", &p, dt(self), &x, &o));
+  });
+}
+
+at::Tensor avg_pool3d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad, bool ceil_mode,
+                      bool count_include_pad, std::optional<int64_t> divisor) {
+  if (!at::isFloatingType(self.scalar_type())) {  // integer means (truncating division): the visible fallback
+    std::vector<c10::IValue> stack{self, k, s, pad, ceil_mode, count_include_pad, divisor};
+    run_cpu_fallback("aten::avg_pool3d", "", stack);
+    return stack.back().toTensor();
+  }
+  Structured<at::meta::structured_avg_pool3d> op(Mode::Functional);
+  avg_pool3d_impl(op, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  return std::move(op.outs[0]);
+}
+
+at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad,
+                           bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, at::Tensor& out) {
+  check_same_device("aten::avg_pool3d", self, {&out});
+  if (!at::isFloatingType(self.scalar_type())) {
+    std::vector<c10::IValue> stack{self, k, s, pad, ceil_mode, count_include_pad, divisor, out};
+    run_cpu_fallback("aten::avg_pool3d", "out", stack);
+    return out;
+  }
+  Structured<at::meta::structured_avg_pool3d> op(Mode::Out, {out});
+  avg_pool3d_impl(op, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  op.finish();
+  return out;
+}
+
+void avg_pool3d_backward_impl(Structured<at::meta::structured_avg_pool3d_backward>& op, const at::Tensor& grad_output,
+                              const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad,
+                              bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
+  op.meta(grad_output, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  check_same_device("aten::avg_pool3d_backward", self, {&grad_output});
+  check_dtype("avg_pool3d_backward_out_frame", self);
+  record_native("aten::avg_pool3d_backward");
+  vnc_pool3d_params p = pool3d_params(k, s, pad, {});
+  p.count_include_pad = count_include_pad;
+  p.divisor = divisor.value_or(0);
+  const vnc_volume go = volume_of(grad_output, 3);
+  c10::DeviceGuard g(self.device());
+  into(op.maybe_get_output(0), [&](const at::Tensor& gi) {
+    const vnc_volume i = volume_of(gi, 3);
+    check(vnc_avg_pool3d_backward(stream_of(self), "aten::avg_pool3d_backward", &p, dt(self), &go, &i));
+  });
+}
+
+at::Tensor avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                               at::IntArrayRef s, at::IntArrayRef pad, bool ceil_mode, bool count_include_pad,
+                               std::optional<int64_t> divisor) {
+  Structured<at::meta::structured_avg_pool3d_backward> op(Mode::Functional);
+  avg_pool3d_backward_impl(op, grad_output, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  return std::move(op.outs[0]);
+}
+
+at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                                    at::IntArrayRef s, at::IntArrayRef pad, bool ceil_mode, bool count_include_pad,
+                                    std::optional<int64_t> divisor, at::Tensor& grad_input) {
+  check_same_device("aten::avg_pool3d_backward", self, {&grad_input});
+  Structured<at::meta::structured_avg_pool3d_backward> op(Mode::Out, {grad_input});
+  avg_pool3d_backward_impl(op, grad_output, self, k, s, pad, ceil_mode, count_include_pad, divisor);
+  op.finish();
+  return grad_input;
+}
+
+// max_pool3d_with_indices has no structured meta: ATen's argument lists, shape checks
+// (pool3d_shape_check) and output sizes (pooling_output_shape) from ATen/native/Pool.h.
+std::vector<int64_t> max_pool3d_shape(const at::Tensor& self, const vnc_pool3d_params& p, bool ceil_mode,
+                                      at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil) {
+  TORCH_CHECK(k.size() == 1 || k.size() == 3, "max_pool3d: kernel_size must either be a single int, or a tuple of three ints");
+  TORCH_CHECK(s.empty() || s.size() == 1 || s.size() == 3, "max_pool3d: stride must either be omitted, a single int, or a tuple of three ints");
+  TORCH_CHECK(pad.size() == 1 || pad.size() == 3, "max_pool3d: padding must either be a single int, or a tuple of three ints");
+  TORCH_CHECK(dil.size() == 1 || dil.size() == 3, "max_pool3d: dilation must be either a single int, or a tuple of three ints");
+  TORCH_CHECK(self.dim() == 4 || self.dim() == 5, "max_pool3d_with_indices_out(): Expected 4D or 5D tensor for input, but got: ",
+              self.sizes());
+  int64_t o[3];
+  const int64_t b = self.dim() - 3;
+  for (int i = 0; i < 3; i++)
+    o[i] = at::native::pooling_output_shape<int64_t>(self.size(b + i), p.k[i], p.pad[i], p.stride[i], p.dil[i], ceil_mode);
+  at::native::pool3d_shape_check(self, self.size(b - 1), p.k[0], p.k[1], p.k[2], p.stride[0], p.stride[1], p.stride[2],
+                                 p.pad[0], p.pad[1], p.pad[2], p.dil[0], p.dil[1], p.dil[2], self.size(b), self.size(b + 1),
+                                 self.size(b + 2), o[0], o[1], o[2], "max_pool3d_with_indices_out()");
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 3);
+  shape.insert(shape.end(), o, o + 3);
+  return shape;
+}
+
+void launch_max(const char* name, const at::Tensor& self, const vnc_pool3d_params* p, int64_t nd, const at::Tensor& out,
+                const at::Tensor& indices) {
+  check_dtype(name + 6, self);
+  record_native(name);
+  if (self.scalar_type() == at::kDouble) warn_float64(name);
+  const vnc_volume x = volume_of(self, nd), o = volume_of(out, nd), i = volume_of(indices, nd);
+  c10::DeviceGuard g(self.device());
+  check(vnc_max_pool3d(stream_of(self), name, p, dt(self), &x, &o, &i));
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool3d_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                                                    at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
+                                                    at::Tensor& out, at::Tensor& indices) {
+  check_same_device("aten::max_pool3d_with_indices", self, {&out, &indices});
+  if (!at::isFloatingType(self.scalar_type())) {  // integer inputs: the visible fallback
+    std::vector<c10::IValue> stack{self, k, s, pad, dil, ceil_mode, out, indices};
+    run_cpu_fallback("aten::max_pool3d_with_indices", "out", stack);
+    return {out, indices};
+  }
+  const vnc_pool3d_params p = pool3d_params(k, s, pad, dil);
+  const auto shape = max_pool3d_shape(self, p, ceil_mode, k, s, pad, dil);
+  at::native::resize_output(out, shape);
+  at::native::resize_output(indices, shape);
+  launch_max("aten::max_pool3d_with_indices", self, &p, 3, out, indices);
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool3d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                                              at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode) {
+  at::Tensor out = at::empty({0}, self.options()), idx = at::empty({0}, self.options().dtype(at::kLong));
+  max_pool3d_out(self, k, s, pad, dil, ceil_mode, out, idx);
+  return {out, idx};
+}
+
+// The backward of every max pooling with indices over the last `nd` dims.
+at::Tensor& max_backward_into(const char* name, const at::Tensor& grad_output, const at::Tensor& self,
+                              const at::Tensor& indices, int64_t nd, at::Tensor& grad_input) {
+  check_same_device(name, self, {&grad_output, &indices, &grad_input});
+  TORCH_CHECK(grad_output.sizes() == indices.sizes() && grad_output.dim() == self.dim(), name,
+              ": grad_output ", grad_output.sizes(), " and indices ", indices.sizes(), " must match the output of input ",
+              self.sizes());
+  TORCH_CHECK(indices.scalar_type() == at::kLong, name, ": expected int64 indices, got ", indices.scalar_type());
+  check_dtype(name + 6, self);
+  at::native::resize_output(grad_input, self.sizes());
+  record_native(name);
+  const vnc_volume go = volume_of(grad_output, nd), i = volume_of(indices, nd);
+  c10::DeviceGuard g(self.device());
+  into(grad_input, [&](const at::Tensor& gi) {
+    const vnc_volume gv = volume_of(gi, nd);
+    check(vnc_max_pool3d_backward(stream_of(self), name, dt(self), &go, &i, &gv));
+  });
+  return grad_input;
+}
+
+at::Tensor& max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef,
+                                    at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor& indices,
+                                    at::Tensor& grad_input) {
+  return max_backward_into("aten::max_pool3d_with_indices_backward", grad_output, self, indices, 3, grad_input);
+}
+
+at::Tensor max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                               at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
+                               const at::Tensor& indices) {
+  at::Tensor gi = at::empty(self.sizes(), self.options());
+  return max_backward_into("aten::max_pool3d_with_indices_backward", grad_output, self, indices, 3, gi);
+}
+
+// adaptive_max_pool2d / 3d: ATen's structured metas size (out, indices); the runtime's adaptive windows.
+template <class Meta, class BwdMeta, int ND>
+struct AdaptiveMax {
+  static constexpr const char* kName = ND == 2 ? "aten::adaptive_max_pool2d" : "aten::adaptive_max_pool3d";
+  static constexpr const char* kBwd = ND == 2 ? "aten::adaptive_max_pool2d_backward" : "aten::adaptive_max_pool3d_backward";
+  static void impl(Structured<Meta, 2>& op, const at::Tensor& self, at::IntArrayRef size) {
+    op.meta(self, size);
+    into(op.maybe_get_output(0), [&](const at::Tensor& out) {
+      into(op.maybe_get_output(1), [&](const at::Tensor& idx) { launch_max(kName, self, nullptr, ND, out, idx); });
+    });
+  }
+  static std::tuple<at::Tensor, at::Tensor> fwd(const at::Tensor& self, at::IntArrayRef size) {
+    Structured<Meta, 2> op(Mode::Functional);
+    impl(op, self, size);
+    return {std::move(op.outs[0]), std::move(op.outs[1])};
+  }
+  static std::tuple<at::Tensor&, at::Tensor&> fwd_out(const at::Tensor& self, at::IntArrayRef size, at::Tensor& out,
+                                                      at::Tensor& indices) {
+    check_same_device(kName, self, {&out, &indices});
+    Structured<Meta, 2> op(Mode::Out, {out, indices});
+    impl(op, self, size);
+    op.finish();
+    return {out, indices};
+  }
+  static at::Tensor& bwd_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& indices,
+                             at::Tensor& grad_input) {
+    Structured<BwdMeta> op(Mode::Out, {grad_input});
+    op.meta(grad_output, self, indices);
+    at::Tensor gi = op.maybe_get_output(0);
+    max_backward_into(kBwd, grad_output, self, indices, ND, gi);
+    op.finish();
+    return grad_input;
+  }
+  static at::Tensor bwd(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& indices) {
+    at::Tensor gi = at::empty({0}, self.options());
+    return bwd_out(grad_output, self, indices, gi);
+  }
+};
+using AdaptiveMax2d = AdaptiveMax<at::meta::structured_adaptive_max_pool2d, at::meta::structured_adaptive_max_pool2d_backward, 2>;
+using AdaptiveMax3d = AdaptiveMax<at::meta::structured_adaptive_max_pool3d, at::meta::structured_adaptive_max_pool3d_backward, 3>;
+
+// ---------------------------------------------------------------- 1-D and 3-D padding
+
+// The resampling dims of a padding of the last ND dims: padding lists (before, after) pairs
+// from the last dim backwards, as F.pad.
+template <size_t ND>
+std::array<vnc_resample_dim, 3> pad_dims(vnc_resample_kind kind, at::IntArrayRef padding) {
+  std::array<vnc_resample_dim, 3> dims{};
+  for (auto& d : dims) d.kind = VNC_RS_REPLICATE;  // no padding: identity
+  for (size_t i = 0; i < ND; i++) {
+    vnc_resample_dim& d = dims[2 - i];
+    d.kind = kind;
+    d.pad_before = padding[2 * i];
+    d.pad_after = padding[2 * i + 1];
+  }
+  return dims;
+}
+
+// reflection_pad1d/3d and replication_pad1d/3d: ATen's structured metas check and size; the
+// backward ops of replication padding have no meta, so their shapes are checked here.
+template <class Meta, vnc_resample_kind KIND, size_t ND>
+struct Pad {
+  static void forward(Structured<Meta>& op, const char* name, const at::Tensor& self, at::IntArrayRef padding) {
+    op.meta(self, padding);
+    check_pad_dtype(name + 6, self);
+    record_native(name);
+    if (self.scalar_type() == at::kDouble) warn_float64(name);
+    const auto dims = pad_dims<ND>(KIND, padding);
+    const vnc_volume x = volume_of(self, ND);
+    c10::DeviceGuard g(self.device());
+    into(op.maybe_get_output(0), [&](const at::Tensor& o) {
+      const vnc_volume ov = volume_of(o, ND);
+      check(vnc_resample(stream_of(self), name, dims.data(), dt(self), &x, &ov));
+    });
+  }
+  static at::Tensor fwd(const at::Tensor& self, c10::SymIntArrayRef padding) {
+    Structured<Meta> op(Mode::Functional);
+    forward(op, name(), self, C10_AS_INTARRAYREF_SLOW(padding));
+    return std::move(op.outs[0]);
+  }
+  static at::Tensor& fwd_out(const at::Tensor& self, c10::SymIntArrayRef padding, at::Tensor& out) {
+    check_same_device(name(), self, {&out});
+    Structured<Meta> op(Mode::Out, {out});
+    forward(op, name(), self, C10_AS_INTARRAYREF_SLOW(padding));
+    op.finish();
+    return out;
+  }
+  static at::Tensor& bwd_out(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding_sym,
+                             at::Tensor& grad_input) {
+    const std::string bname = std::string(name()) + "_backward";
+    auto padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
+    check_same_device(bname.c_str(), self, {&grad_output, &grad_input});
+    TORCH_CHECK(padding.size() == 2 * ND, "padding size is expected to be ", 2 * ND, ", but got: ", padding.size());
+    TORCH_CHECK(self.dim() == static_cast<int64_t>(ND) + 1 || self.dim() == static_cast<int64_t>(ND) + 2,
+                bname, ": expected a ", ND + 1, "-D or ", ND + 2, "-D input, got ", self.sizes());
+    std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+    for (size_t i = 0; i < ND; i++) shape[shape.size() - 1 - i] += padding[2 * i] + padding[2 * i + 1];
+    TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(shape), "gradOutput size unexpected. Expected: ",
+                at::IntArrayRef(shape), ", Got: ", grad_output.sizes());
+    check_dtype(bname.c_str() + 6, self);
+    at::native::resize_output(grad_input, self.sizes());
+    record_native(bname.c_str());
+    const auto dims = pad_dims<ND>(KIND, padding);
+    const vnc_volume go = volume_of(grad_output, ND);
+    c10::DeviceGuard g(self.device());
+    into(grad_input, [&](const at::Tensor& gi) {
+      const vnc_volume i = volume_of(gi, ND);
+      check(vnc_resample_backward(stream_of(self), bname.c_str(), dims.data(), dt(self), &go, &i));
+    });
+    return grad_input;
+  }
+  static at::Tensor bwd(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding) {
+    at::Tensor gi = at::empty(self.sizes(), self.options());
+    return bwd_out(grad_output, self, padding, gi);
+  }
+  static const char* name();
+};
+
+#define NEURON_PAD_OPS(X)                                  \
+  X(reflection_pad1d, VNC_RS_REFLECT, 1)                   \
+  X(reflection_pad3d, VNC_RS_REFLECT, 3)                   \
+  X(replication_pad1d, VNC_RS_REPLICATE, 1)                \
+  X(replication_pad3d, VNC_RS_REPLICATE, 3)
+#define NEURON_PAD_TYPES(op, KIND, ND)                                       \
+  using op##_t = Pad<at::meta::structured_##op, KIND, ND>;                   \
+  template <> const char* op##_t::name() { return "aten::" #op; }
+NEURON_PAD_OPS(NEURON_PAD_TYPES)
+#undef NEURON_PAD_TYPES
 
 // ---------------------------------------------------------------- group norm
 
@@ -516,14 +925,38 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("avg_pool2d.out", TORCH_FN(avg_pool2d_out));
   m.impl("avg_pool2d_backward", TORCH_FN(avg_pool2d_backward));
   m.impl("avg_pool2d_backward.grad_input", TORCH_FN(avg_pool2d_backward_out));
-  m.impl("upsample_nearest2d", TORCH_FN(upsample_nearest2d));
-  m.impl("upsample_nearest2d.out", TORCH_FN(upsample_nearest2d_out));
-  m.impl("upsample_nearest2d_backward", TORCH_FN(upsample_nearest2d_backward));
-  m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN(upsample_nearest2d_backward_out));
-  m.impl("upsample_bilinear2d", TORCH_FN(upsample_bilinear2d));
-  m.impl("upsample_bilinear2d.out", TORCH_FN(upsample_bilinear2d_out));
-  m.impl("upsample_bilinear2d_backward", TORCH_FN(upsample_bilinear2d_backward));
-  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(upsample_bilinear2d_backward_out));
+#define NEURON_UPSAMPLE_REG(op, ...)                                         \
+  m.impl(#op, TORCH_FN(op##_fwd));                                            \
+  m.impl(#op ".out", TORCH_FN(op##_fwd_out));                                 \
+  m.impl(#op "_backward", TORCH_FN(op##_bwd));                                \
+  m.impl(#op "_backward.grad_input", TORCH_FN(op##_bwd_out));
+  NEURON_UPSAMPLE_OPS(NEURON_UPSAMPLE_REG)
+#undef NEURON_UPSAMPLE_REG
+#define NEURON_PAD_REG(op, ...)                                       \
+  m.impl(#op, TORCH_FN(op##_t::fwd));                                   \
+  m.impl(#op ".out", TORCH_FN(op##_t::fwd_out));                        \
+  m.impl(#op "_backward", TORCH_FN(op##_t::bwd));                       \
+  m.impl(#op "_backward.grad_input", TORCH_FN(op##_t::bwd_out));
+  NEURON_PAD_OPS(NEURON_PAD_REG)
+#undef NEURON_PAD_REG
+  m.impl("avg_pool3d", TORCH_FN(avg_pool3d));
+  m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out));
+  m.impl("avg_pool3d_backward", TORCH_FN(avg_pool3d_backward));
+  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out));
+  m.impl("max_pool3d_with_indices", TORCH_FN(max_pool3d));
+  m.impl("max_pool3d_with_indices.out", TORCH_FN(max_pool3d_out));
+  m.impl("max_pool3d_with_indices_backward", TORCH_FN(max_pool3d_backward));
+  m.impl("max_pool3d_with_indices_backward.grad_input", TORCH_FN(max_pool3d_backward_out));
+  m.impl("adaptive_max_pool2d", TORCH_FN(AdaptiveMax2d::fwd));
+  m.impl("adaptive_max_pool2d.out", TORCH_FN(AdaptiveMax2d::fwd_out));
+  m.impl("adaptive_max_pool2d_backward", TORCH_FN(AdaptiveMax2d::bwd));
+  m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(AdaptiveMax2d::bwd_out));
+  m.impl("adaptive_max_pool3d", TORCH_FN(AdaptiveMax3d::fwd));
+  m.impl("adaptive_max_pool3d.out", TORCH_FN(AdaptiveMax3d::fwd_out));
+  m.impl("adaptive_max_pool3d_backward", TORCH_FN(AdaptiveMax3d::bwd));
+  m.impl("adaptive_max_pool3d_backward.grad_input", TORCH_FN(AdaptiveMax3d::bwd_out));
+  m.impl("_adaptive_avg_pool3d", TORCH_FN(adaptive_avg_pool3d));
+  m.impl("_adaptive_avg_pool3d_backward", TORCH_FN(adaptive_avg_pool3d_backward));
   m.impl("reflection_pad2d", TORCH_FN(reflection_pad2d));
   m.impl("reflection_pad2d.out", TORCH_FN(reflection_pad2d_out));
   m.impl("reflection_pad2d_backward", TORCH_FN(pad2d_backward<VNC_PAD_REFLECT>));

@@ -126,6 +126,8 @@ def _child():
     lib = torch.library.Library("nx_lazy_test", "DEF")
     lib.define("loop(Tensor x) -> Tensor")
     lib.impl("loop", lambda t: torch.ops.nx_lazy_test.loop(t.to("neuron")).cpu(), "CPU")
+    lib.define("twice(Tensor x) -> Tensor")  # a CPU-only op: reaches the fallback
+    lib.impl("twice", lambda t: t * 2, "CPU")
     print(json.dumps({"case": "guard", "status": "started"}), flush=True)
     try:
         torch.ops.nx_lazy_test.loop(torch.ones(3, device="neuron"))
@@ -136,7 +138,8 @@ def _child():
     if problem is None:  # the process stays usable, the fallback included
         ok = torch.equal((torch.arange(4, device="neuron").float().cumprod(0) + 1).cpu(),
                          torch.tensor([1.0, 1.0, 1.0, 1.0]))
-        ok = ok and torch.equal(torch.fft.fft(torch.ones(4, device="neuron")).cpu(), torch.fft.fft(torch.ones(4)))
+        ok = ok and torch.equal(torch.ops.nx_lazy_test.twice(torch.ones(3, device="neuron")).cpu(), torch.full((3,), 2.0))
+        ok = ok and torch_neuronx.get_fallback_ops()[-1] == "nx_lazy_test::twice"
         problem = None if ok else "wrong results after the guard fired"
     print(json.dumps({"case": "guard", "status": "ok" if problem is None else "failed", "problem": problem}),
           flush=True)

@@ -69,21 +69,3 @@ def test_equal_is_native():
     assert torch.equal(a, a.clone()) and not torch.equal(a, a + 1) and not torch.equal(a, a[:3])
     assert not torch.equal(torch.tensor([float("nan")], device="neuron"), torch.tensor([float("nan")], device="neuron"))
     assert torch_neuronx.get_fallback_ops() == []
-
-
-def test_sparse_and_nested_tensors_are_refused_with_a_remedy():
-    emb = torch.nn.Embedding(10, 4, sparse=True).to("neuron")
-    with pytest.raises(NotImplementedError, match="nn.Embedding needs sparse=False"):
-        emb(torch.tensor([1, 1, 3], device="neuron")).sum().backward()
-    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
-    kpm = torch.zeros(3, 7, dtype=torch.bool, device="neuron")
-    kpm[1, 5:] = True
-    x = torch.randn(3, 7, 16, device="neuron")
-    nested = torch.nn.TransformerEncoder(layer, 2).to("neuron").eval()
-    with torch.no_grad(), pytest.raises(NotImplementedError, match="enable_nested_tensor=False"):
-        nested(x, src_key_padding_mask=kpm)
-    dense = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to("neuron").eval()
-    with torch.no_grad():
-        out = dense(x, src_key_padding_mask=kpm)
-        expected = dense.cpu()(x.cpu(), src_key_padding_mask=kpm.cpu())
-    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)

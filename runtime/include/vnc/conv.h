@@ -1,6 +1,6 @@
-/* vnc/conv.h — 2-D convolution (im2col + BLAS GEMM), batch norm, max and adaptive average
- * pooling. Tensors are contiguous NCHW; floating dtypes compute in float32 (float64 by the
- * device rule). A 1-D convolution is a 2-D one with height 1.
+/* vnc/conv.h — convolution (1-D to 3-D, plain and transposed; im2col + BLAS GEMM), batch norm,
+ * max and adaptive average pooling. Tensors are contiguous; floating dtypes compute in float32
+ * (float64 by the device rule).
  *
  * Convolution: out[n, g*Og+o, y, x] = bias[o] + sum over (c, i, j) of
  *   w[g*Og+o, c, i, j] * in[n, g*Cg+c, y*sh - ph + i*dh, x*sw - pw + j*dw]  (zero outside).
@@ -15,6 +15,32 @@
 extern "C" {
 #endif
 
+/* A convolution with 1 to 3 spatial dims (arrays: the first `nspatial` entries, outermost
+ * first), plain or transposed, on contiguous tensors:
+ *   plain:      input [N, C, in...], weight [O, C / groups, k...], output [N, O, out...],
+ *               out = (in + 2 pad - dil (k - 1) - 1) / stride + 1;
+ *   transposed: input [N, C, in...], weight [C, O / groups, k...], output [N, O, out...],
+ *               the adjoint of the plain convolution from [N, O, out...] to [N, C, in...]
+ *               (out = (in - 1) stride - 2 pad + dil (k - 1) + output_padding + 1; the
+ *               caller passes it). bias: [O] or NULL.
+ * Products run through BLAS sgemm per (sample, group); im2col rows and col2im channels in
+ * parallel; every sum has a fixed order (results never depend on the thread count). */
+typedef struct vnc_conv_params {
+  int32_t nspatial, transposed;
+  int64_t N, C, O, groups;
+  int64_t in[3], k[3], out[3], stride[3], pad[3], dil[3];
+  int32_t dtype;
+} vnc_conv_params;
+
+vnc_status vnc_conv_forward(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *input,
+                            const void *weight, const void *bias, void *out);
+/* Gradients of input, weight and bias (each may be NULL: not wanted) from grad_out (the
+ * output's shape); the weight gradient sums samples in order. */
+vnc_status vnc_conv_backward(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *grad_out,
+                             const void *input, const void *weight, void *grad_input, void *grad_weight,
+                             void *grad_bias);
+
+/* The 2-D plain convolution (vnc_conv_forward with nspatial = 2), kept for generated code. */
 typedef struct vnc_conv2d {
   int64_t N, C, H, W;     /* input */
   int64_t O, KH, KW;      /* weight: O x (C / groups) x KH x KW */

@@ -110,6 +110,12 @@ typedef struct vnc_ew_na {
   X(round, 1, S, nearbyintf(a), a, VNC_NA, VNC_NA) /* half to even */ \
   X(trunc, 1, S, truncf(a), a, VNC_NA, VNC_NA) \
   X(frac, 1, S, a - truncf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(copysign, 2, S, copysignf(a, b), VNC_NA, VNC_NA, VNC_NA) /* integer inputs promote to float (ATen's meta) */ \
+  /* shrinkage and thresholds (ATen's CPU kernels): P->f[0] = lambda, or threshold and P->f[1] = value */ \
+  X(hardshrink, 1, S, (a >= -(float)P->f[0] && a <= (float)P->f[0]) ? 0.0f : a, VNC_NA, VNC_NA, VNC_NA) \
+  X(softshrink, 1, S, a > (float)P->f[0] ? a - (float)P->f[0] : (a < -(float)P->f[0] ? a + (float)P->f[0] : a * 0.0f), VNC_NA, VNC_NA, VNC_NA) \
+  X(shrink_backward, 2, S, (b >= -(float)P->f[0] && b <= (float)P->f[0]) ? 0.0f : a, VNC_NA, VNC_NA, VNC_NA) /* a: grad, b: input (hard and soft) */ \
+  X(threshold, 2, S, a <= (float)P->f[0] ? (float)P->f[1] : b, (T)(a <= (T)P->i[0] ? (T)P->i[1] : b), VNC_NA, VNC_NA) /* a, b: self */ \
   /* activations (P: see the glue for each op's parameters) */ \
   X(relu, 1, S, (a > 0.0f || isnan(a)) ? a : 0.0f, (T)(a > 0 ? a : 0), a, VNC_NA) \
   X(clamp, 1, S, vnc_f_clamp(a, P), (T)(((P->flags & 2) && a > P->i[1]) ? P->i[1] : ((P->flags & 1) && a < P->i[0]) ? P->i[0] : a), VNC_NA, VNC_NA) \

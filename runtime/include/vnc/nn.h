@@ -72,6 +72,11 @@ vnc_status vnc_index_add_rows(vnc_stream *s, const char *op, const vnc_rows *dst
  * double for floating dtypes and int64 for integers (as ATen's arange). */
 vnc_status vnc_arange(vnc_stream *s, const char *op, const vnc_tensor *t, double start, double step,
                       int64_t istart, int64_t istep);
+/* Fills the 1-D t (steps >= 2 elements, any stride) as ATen's linspace for integer outputs:
+ * step = (end - start) / (steps - 1) in double; element i < steps / 2 is start + step * i,
+ * the others end - step * (steps - 1 - i), each converted with a C cast (truncation). Any
+ * real dtype (floating outputs get the double value rounded once). */
+vnc_status vnc_linspace(vnc_stream *s, const char *op, const vnc_tensor *t, double start, double end, int64_t steps);
 /* Zeroes the elements above (tril, upper = 0) or below (triu, upper = 1) diagonal `diag` of
  * each matrix in out, copying the rest from src (same shape, any strides). */
 vnc_status vnc_tri(vnc_stream *s, const char *op, const vnc_tensor *src, const vnc_tensor *out, int upper,

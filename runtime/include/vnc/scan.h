@@ -1,4 +1,4 @@
-/* vnc/scan.h — scans (cumulative sum, product, log-sum-exp) and log-sum-exp reduction along one dim.
+/* vnc/scan.h — scans (cumulative sum, product, log-sum-exp, max, min) and log-sum-exp reduction along one dim.
  *
  * x and out have the same sizes and any strides (0-dim: one element). Order is fixed by the
  * shape alone: each line along `dim` is combined from index 0 upward, one element at a time,
@@ -37,6 +37,14 @@ vnc_status vnc_scan(vnc_stream *s, const char *op_name, vnc_scan_op op, const vn
  * max is used as is (all -inf gives -inf, any +inf gives +inf), NaN propagates. n == 0 gives
  * -inf. x and out are floating; out is [rows] (any stride). */
 vnc_status vnc_logsumexp(vnc_stream *s, const char *op_name, const vnc_tensor *x, const vnc_tensor *out);
+
+/* Running maximum (is_max) or minimum along `dim`: values[j] = the extreme of x[0..j] (x's
+ * dtype, the element's bytes copied), indices[j] (int64) = its position. As ATen's
+ * cummax/cummin: a later equal value takes over the index; once a NaN is met it stays, with
+ * the index of that first NaN. Real dtypes and bool (floating compare in float32, the
+ * device rule for float64; integers in int64). values and indices have x's sizes. */
+vnc_status vnc_cum_extreme(vnc_stream *s, const char *op_name, const vnc_tensor *x, int dim, int is_max,
+                           const vnc_tensor *values, const vnc_tensor *indices);
 
 #ifdef __cplusplus
 }

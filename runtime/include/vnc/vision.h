@@ -1,5 +1,6 @@
 /* vnc/vision.h — image kernels: average pooling, group norm, nearest/bilinear upsampling,
- * reflection/replication padding, each with its backward.
+ * reflection/replication padding, and the general resampling of 1-D to 3-D volumes behind
+ * them (every interpolation mode, adaptive average pooling, padding), each with its backward.
  *
  * Images are (N, C, H, W) at any element strides (NCHW, channels-last, views); a 3-D
  * (C, H, W) input is N = 1. Floating dtypes (float16, bfloat16, float32, float64 by the device
@@ -72,6 +73,80 @@ vnc_status vnc_pad2d(vnc_stream *s, const char *op, vnc_pad_mode mode, const int
 /* grad_in (fully written) = sum of grad_out over the elements each input element fed. Floating. */
 vnc_status vnc_pad2d_backward(vnc_stream *s, const char *op, vnc_pad_mode mode, const int64_t pad[4], int32_t dtype,
                               const vnc_image *grad_out, const vnc_image *grad_in);
+
+/* ---------------------------------------------------------------- resampling of volumes
+ *
+ * A (N, C, D, H, W) tensor at any element strides; a 1-D signal is D = H = 1, an image D = 1. */
+typedef struct vnc_volume {
+  void *data;
+  int64_t N, C, D, H, W;
+  int64_t strides[5];
+} vnc_volume;
+
+/* How one dim maps output coordinates to input taps (ATen's formulas, UpSample.h and
+ * PaddingKernel.cpp / AdaptiveAveragePooling.cpp):
+ *   NEAREST        nearest_idx (scale: compute_scales_value in float32);
+ *   NEAREST_EXACT  min(floor((o + 0.5) * scale), in - 1);
+ *   LINEAR         compute_source_index_and_lambda, two taps (scale: area_pixel_compute_scale);
+ *   CUBIC          Keys' convolution, A = -0.75, four taps clamped to the input (bicubic);
+ *   AREA           the adaptive average pooling window [floor(o in / out), ceil((o + 1) in / out));
+ *   REFLECT, REPLICATE  padding by pad_before / pad_after (negative values crop). */
+typedef enum vnc_resample_kind {
+  VNC_RS_NEAREST,
+  VNC_RS_NEAREST_EXACT,
+  VNC_RS_LINEAR,
+  VNC_RS_CUBIC,
+  VNC_RS_AREA,
+  VNC_RS_REFLECT,
+  VNC_RS_REPLICATE
+} vnc_resample_kind;
+
+typedef struct vnc_resample_dim {
+  int32_t kind;                  /* vnc_resample_kind */
+  int32_t align_corners;         /* LINEAR, CUBIC */
+  float scale;                   /* NEAREST, NEAREST_EXACT, LINEAR, CUBIC */
+  int64_t pad_before, pad_after; /* REFLECT, REPLICATE (reflection needs each < the input size) */
+} vnc_resample_dim;
+
+/* out = x resampled along D, H and W by dims[0..2] (sizes from the volumes; N and C equal): the
+ * separable weighted sum of each dim's taps, W first, then H, then D (ATen's nesting). A dim
+ * whose output equals its input under an identity map is not touched. When every dim is a
+ * one-tap kind (nearest, padding) elements of any dtype are copied bit for bit; otherwise x is
+ * floating and computed in float32. */
+vnc_status vnc_resample(vnc_stream *s, const char *op, const vnc_resample_dim dims[3], int32_t dtype,
+                        const vnc_volume *x, const vnc_volume *out);
+/* grad_in (fully written) = the transpose of the map applied to grad_out: a scatter-add per
+ * (n, c) plane in the order of grad_out's elements. Floating. */
+vnc_status vnc_resample_backward(vnc_stream *s, const char *op, const vnc_resample_dim dims[3], int32_t dtype,
+                                 const vnc_volume *grad_out, const vnc_volume *grad_in);
+
+/* ---------------------------------------------------------------- pooling of volumes
+ *
+ * Windows along D, H and W (ATen's avg_pool3d / max_pool3d / adaptive max pooling kernels,
+ * aten/src/ATen/native/cpu/AvgPoolKernel.cpp, MaxPoolKernel.cpp, AdaptiveMaxPoolKernel.cpp).
+ * Floating dtypes, float32 compute; planes in parallel; backward kernels scatter-add per
+ * plane in output order. 1-D and 2-D pools are volumes with D (and H) = 1. */
+typedef struct vnc_pool3d_params {
+  int64_t k[3], stride[3], pad[3], dil[3]; /* D, H, W; avg pooling ignores dil */
+  int32_t count_include_pad;               /* avg */
+  int64_t divisor;                         /* avg: divisor_override, 0 for none */
+} vnc_pool3d_params;
+
+/* out = window means (windows clipped to the input; an empty window gives 0; divisor: the
+ * override, else the window clipped to the padded input (count_include_pad) or to the input). */
+vnc_status vnc_avg_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype, const vnc_volume *x,
+                          const vnc_volume *out);
+vnc_status vnc_avg_pool3d_backward(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype,
+                                   const vnc_volume *grad_out, const vnc_volume *grad_in);
+/* Max pooling with int64 indices (flat d*H*W + h*W + w within the plane, `indices` shaped like
+ * out): a value replaces the running max when greater or NaN; the index starts at the
+ * window's first element. p == NULL: adaptive max pooling (windows [floor(o in / out),
+ * ceil((o + 1) in / out)) per dim). */
+vnc_status vnc_max_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype, const vnc_volume *x,
+                          const vnc_volume *out, const vnc_volume *indices);
+/* grad_in (fully written) = grad_out added at the recorded indices (max and adaptive max). */
+vnc_status vnc_max_pool3d_backward(vnc_stream *s, const char *op, int32_t dtype, const vnc_volume *grad_out,
+                                   const vnc_volume *indices, const vnc_volume *grad_in);
 
 /* Group norm of x viewed as (N, C, S, 1) images (S = spatial size), G groups of C / G
  * channels: per (n, g), mean and biased variance over the group's (c, s) elements in that

@@ -20,4 +20,8 @@
 #include "sort.h"
 #include "scan.h"
 #include "vision.h"
+#include "histogram.h"
+#include "embedding_bag.h"
+#include "fft.h"
+#include "ctc.h"
 #endif

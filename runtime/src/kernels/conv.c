@@ -1,4 +1,5 @@
-/* Convolution (im2col + BLAS), batch norm, max and adaptive average pooling (vnc/conv.h).
+/* Convolution, 1-D to 3-D, plain and transposed (im2col + BLAS), batch norm, max and adaptive
+ * average pooling (vnc/conv.h).
  * Operands are converted to float32 once per task when they are not float32 already. */
 #include <math.h>
 #include <stdlib.h>
@@ -26,66 +27,185 @@ static void store_f32(void *dst, int32_t dtype, const float *src, int64_t n) {
 
 /* ---------------------------------------------------------------- convolution */
 
+/* Every convolution is described as a plain one from a "big" side X (channels Cx, spatial xs)
+ * to a "small" side Y (channels Cy, spatial ys) with weight [Cy, Cx / G, k...]; a transposed
+ * convolution runs the same geometry the other way (its input is Y, its output X). Three
+ * products per (n, group) serve every case:
+ *   to_y:   Y_g  = W_g @ im2col(X_g)              (convolution forward, transposed input grad)
+ *   to_x:   X_g += col2im(W_g^T @ Y_g)            (transposed forward, convolution input grad)
+ *   grad_w: W_g += Y_g @ im2col(X_g)^T, n in order (weight gradients)                      */
+typedef struct geom {
+  int64_t N, G, Cx, Cy, K, XS, YS; /* K = kernel volume, XS/YS = spatial volumes */
+  int64_t xs[3], ys[3], k[3], st[3], pad[3], dil[3];
+} geom;
+
+static geom geom_of(const vnc_conv_params *p) {
+  geom g;
+  memset(&g, 0, sizeof g);
+  g.N = p->N;
+  g.G = p->groups;
+  g.Cx = p->transposed ? p->O : p->C;
+  g.Cy = p->transposed ? p->C : p->O;
+  g.K = g.XS = g.YS = 1;
+  for (int d = 0; d < 3; d++) {
+    const int used = d >= 3 - p->nspatial;
+    const int i = d - (3 - p->nspatial); /* index into the caller's arrays */
+    g.xs[d] = used ? (p->transposed ? p->out[i] : p->in[i]) : 1;
+    g.ys[d] = used ? (p->transposed ? p->in[i] : p->out[i]) : 1;
+    g.k[d] = used ? p->k[i] : 1;
+    g.st[d] = used ? p->stride[i] : 1;
+    g.pad[d] = used ? p->pad[i] : 0;
+    g.dil[d] = used ? p->dil[i] : 1;
+    g.K *= g.k[d];
+    g.XS *= g.xs[d];
+    g.YS *= g.ys[d];
+  }
+  return g;
+}
+
+typedef struct col_job {
+  const geom *g;
+  float *x;       /* the group's X channels (Cx / G of them), XS each */
+  float *col;     /* [(Cx / G) * K, YS] */
+} col_job;
+
+/* Source position of kernel offset (a, b, c) for output position (y0, y1, y2), per dim. */
+#define SRC(g, d, o, kk) ((o) * (g)->st[d] - (g)->pad[d] + (kk) * (g)->dil[d])
+
+/* im2col rows [r0, r1): row = (channel, kernel offset), each independent. */
+static void im2col_rows(void *ctx, int64_t r0, int64_t r1) {
+  const col_job *j = ctx;
+  const geom *g = j->g;
+  for (int64_t r = r0; r < r1; r++) {
+    const int64_t c = r / g->K, kk = r % g->K;
+    const int64_t k0 = kk / (g->k[1] * g->k[2]), k1 = (kk / g->k[2]) % g->k[1], k2 = kk % g->k[2];
+    const float *x = j->x + c * g->XS;
+    float *row = j->col + r * g->YS;
+    for (int64_t a = 0; a < g->ys[0]; a++) {
+      const int64_t i0 = SRC(g, 0, a, k0);
+      for (int64_t b = 0; b < g->ys[1]; b++) {
+        const int64_t i1 = SRC(g, 1, b, k1);
+        float *dst = row + (a * g->ys[1] + b) * g->ys[2];
+        if (i0 < 0 || i0 >= g->xs[0] || i1 < 0 || i1 >= g->xs[1]) {
+          memset(dst, 0, sizeof(float) * (size_t)g->ys[2]);
+          continue;
+        }
+        const float *src = x + (i0 * g->xs[1] + i1) * g->xs[2];
+        for (int64_t c2 = 0; c2 < g->ys[2]; c2++) {
+          const int64_t i2 = SRC(g, 2, c2, k2);
+          dst[c2] = i2 >= 0 && i2 < g->xs[2] ? src[i2] : 0.0f;
+        }
+      }
+    }
+  }
+}
+
+/* col2im by channels [c0, c1): each channel adds its K rows in order (deterministic). */
+static void col2im_channels(void *ctx, int64_t c0, int64_t c1) {
+  const col_job *j = ctx;
+  const geom *g = j->g;
+  for (int64_t c = c0; c < c1; c++)
+    for (int64_t kk = 0; kk < g->K; kk++) {
+      const int64_t k0 = kk / (g->k[1] * g->k[2]), k1 = (kk / g->k[2]) % g->k[1], k2 = kk % g->k[2];
+      float *x = j->x + c * g->XS;
+      const float *row = j->col + (c * g->K + kk) * g->YS;
+      for (int64_t a = 0; a < g->ys[0]; a++) {
+        const int64_t i0 = SRC(g, 0, a, k0);
+        if (i0 < 0 || i0 >= g->xs[0]) continue;
+        for (int64_t b = 0; b < g->ys[1]; b++) {
+          const int64_t i1 = SRC(g, 1, b, k1);
+          if (i1 < 0 || i1 >= g->xs[1]) continue;
+          float *dst = x + (i0 * g->xs[1] + i1) * g->xs[2];
+          const float *src = row + (a * g->ys[1] + b) * g->ys[2];
+          for (int64_t c2 = 0; c2 < g->ys[2]; c2++) {
+            const int64_t i2 = SRC(g, 2, c2, k2);
+            if (i2 >= 0 && i2 < g->xs[2]) dst[i2] += src[c2];
+          }
+        }
+      }
+    }
+}
+#undef SRC
+
+static void im2col(const geom *g, float *x, float *col) {
+  col_job j = {g, x, col};
+  const int64_t rows = g->Cx / g->G * g->K;
+  vnc_parallel_for(rows, 1 + 16384 / (g->YS + 1), im2col_rows, &j);
+}
+
+static void col2im(const geom *g, float *x, float *col) {
+  col_job j = {g, x, col};
+  vnc_parallel_for(g->Cx / g->G, 1 + 16384 / (g->K * g->YS + 1), col2im_channels, &j);
+}
+
+/* Y[n] = W @ im2col(X[n]) per group (Y fully written). */
+static void to_y(const geom *g, const float *X, const float *W, float *Y, float *col) {
+  const int64_t Cxg = g->Cx / g->G, Cyg = g->Cy / g->G, CK = Cxg * g->K;
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t gr = 0; gr < g->G; gr++) {
+      im2col(g, (float *)X + (n * g->Cx + gr * Cxg) * g->XS, col);
+      vnc_sgemm(0, 0, Cyg, g->YS, CK, 1.0f, W + gr * Cyg * CK, CK, col, g->YS, 0.0f, Y + (n * g->Cy + gr * Cyg) * g->YS, g->YS);
+    }
+}
+
+/* X[n] += col2im(W^T @ Y[n]) per group (X zeroed by the caller). */
+static void to_x(const geom *g, const float *Y, const float *W, float *X, float *col) {
+  const int64_t Cxg = g->Cx / g->G, Cyg = g->Cy / g->G, CK = Cxg * g->K;
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t gr = 0; gr < g->G; gr++) {
+      vnc_sgemm(1, 0, CK, g->YS, Cyg, 1.0f, W + gr * Cyg * CK, CK, Y + (n * g->Cy + gr * Cyg) * g->YS, g->YS, 0.0f, col, g->YS);
+      col2im(g, X + (n * g->Cx + gr * Cxg) * g->XS, col);
+    }
+}
+
+/* dW = sum over n (in order) of Y[n] @ im2col(X[n])^T per group (dW zeroed by the caller). */
+static void grad_w(const geom *g, const float *X, const float *Y, float *dW, float *col) {
+  const int64_t Cxg = g->Cx / g->G, Cyg = g->Cy / g->G, CK = Cxg * g->K;
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t gr = 0; gr < g->G; gr++) {
+      im2col(g, (float *)X + (n * g->Cx + gr * Cxg) * g->XS, col);
+      vnc_sgemm(0, 1, Cyg, CK, g->YS, 1.0f, Y + (n * g->Cy + gr * Cyg) * g->YS, g->YS, col, g->YS, 1.0f, dW + gr * Cyg * CK, CK);
+    }
+}
+
 typedef struct conv_task {
-  vnc_conv2d p;
+  vnc_conv_params p;
   const void *in, *w, *b, *go;
   void *out, *gi, *gw, *gb;
 } conv_task;
 
-static void im2col(const vnc_conv2d *p, const float *in, int64_t Cg, float *col) {
-  const int64_t OHW = p->OH * p->OW;
-  for (int64_t c = 0; c < Cg; c++)
-    for (int64_t i = 0; i < p->KH; i++)
-      for (int64_t j = 0; j < p->KW; j++) {
-        float *row = col + ((c * p->KH + i) * p->KW + j) * OHW;
-        for (int64_t y = 0; y < p->OH; y++) {
-          int64_t iy = y * p->sh - p->ph + i * p->dh;
-          for (int64_t x = 0; x < p->OW; x++) {
-            int64_t ix = x * p->sw - p->pw + j * p->dw;
-            row[y * p->OW + x] = (iy >= 0 && iy < p->H && ix >= 0 && ix < p->W) ? in[(c * p->H + iy) * p->W + ix] : 0.0f;
-          }
-        }
-      }
-}
-
-static void col2im(const vnc_conv2d *p, const float *col, int64_t Cg, float *in) {
-  const int64_t OHW = p->OH * p->OW;
-  for (int64_t c = 0; c < Cg; c++)
-    for (int64_t i = 0; i < p->KH; i++)
-      for (int64_t j = 0; j < p->KW; j++) {
-        const float *row = col + ((c * p->KH + i) * p->KW + j) * OHW;
-        for (int64_t y = 0; y < p->OH; y++) {
-          int64_t iy = y * p->sh - p->ph + i * p->dh;
-          if (iy < 0 || iy >= p->H) continue;
-          for (int64_t x = 0; x < p->OW; x++) {
-            int64_t ix = x * p->sw - p->pw + j * p->dw;
-            if (ix >= 0 && ix < p->W) in[(c * p->H + iy) * p->W + ix] += row[y * p->OW + x];
-          }
-        }
-      }
+static int64_t vol(const int64_t *s, int n) {
+  int64_t v = 1;
+  for (int i = 0; i < n; i++) v *= s[i];
+  return v;
 }
 
 static vnc_status conv_fwd_run(void *arg) {
   conv_task *t = arg;
-  const vnc_conv2d *p = &t->p;
-  const int64_t G = p->groups, Cg = p->C / G, Og = p->O / G, OHW = p->OH * p->OW, CKK = Cg * p->KH * p->KW;
+  const vnc_conv_params *p = &t->p;
+  const geom g = geom_of(p);
+  const int64_t in_n = p->N * p->C * vol(p->in, p->nspatial), out_n = p->N * p->O * vol(p->out, p->nspatial);
+  const int64_t OS = vol(p->out, p->nspatial), w_n = g.Cy * (g.Cx / g.G) * g.K;
   float *oi, *ow, *ob;
-  const float *in = as_f32(t->in, p->dtype, p->N * p->C * p->H * p->W, &oi);
-  const float *w = as_f32(t->w, p->dtype, p->O * CKK, &ow);
+  const float *in = as_f32(t->in, p->dtype, in_n, &oi);
+  const float *w = as_f32(t->w, p->dtype, w_n, &ow);
   const float *b = as_f32(t->b, p->dtype, p->O, &ob);
-  float *out = p->dtype == VNC_FLOAT32 ? t->out : malloc(sizeof(float) * (size_t)(p->N * p->O * OHW));
-  float *col = malloc(sizeof(float) * (size_t)(CKK * OHW > 0 ? CKK * OHW : 1));
-  for (int64_t n = 0; n < p->N; n++)
-    for (int64_t g = 0; g < G; g++) {
-      im2col(p, in + (n * p->C + g * Cg) * p->H * p->W, Cg, col);
-      float *o = out + (n * p->O + g * Og) * OHW;
-      vnc_sgemm(0, 0, Og, OHW, CKK, 1.0f, w + g * Og * CKK, CKK, col, OHW, 0.0f, o, OHW);
-      if (b)
-        for (int64_t k = 0; k < Og; k++)
-          for (int64_t q = 0; q < OHW; q++) o[k * OHW + q] += b[g * Og + k];
-    }
+  float *out = p->dtype == VNC_FLOAT32 ? t->out : malloc(sizeof(float) * (size_t)(out_n > 0 ? out_n : 1));
+  float *col = malloc(sizeof(float) * (size_t)((g.Cx / g.G) * g.K * g.YS > 0 ? (g.Cx / g.G) * g.K * g.YS : 1));
+  if (p->transposed) {
+    memset(out, 0, sizeof(float) * (size_t)out_n);
+    to_x(&g, in, w, out, col);
+  } else {
+    to_y(&g, in, w, out, col);
+  }
+  if (b)
+    for (int64_t n = 0; n < p->N; n++)
+      for (int64_t o = 0; o < p->O; o++) {
+        float *r = out + (n * p->O + o) * OS;
+        for (int64_t q = 0; q < OS; q++) r[q] += b[o];
+      }
   if (out != t->out) {
-    store_f32(t->out, p->dtype, out, p->N * p->O * OHW);
+    store_f32(t->out, p->dtype, out, out_n);
     free(out);
   }
   free(col);
@@ -97,36 +217,33 @@ static vnc_status conv_fwd_run(void *arg) {
 
 static vnc_status conv_bwd_run(void *arg) {
   conv_task *t = arg;
-  const vnc_conv2d *p = &t->p;
-  const int64_t G = p->groups, Cg = p->C / G, Og = p->O / G, OHW = p->OH * p->OW, CKK = Cg * p->KH * p->KW;
+  const vnc_conv_params *p = &t->p;
+  const geom g = geom_of(p);
+  const int64_t in_n = p->N * p->C * vol(p->in, p->nspatial), out_n = p->N * p->O * vol(p->out, p->nspatial);
+  const int64_t OS = vol(p->out, p->nspatial), w_n = g.Cy * (g.Cx / g.G) * g.K;
   float *oi, *ow, *og;
-  const float *in = as_f32(t->in, p->dtype, p->N * p->C * p->H * p->W, &oi);
-  const float *w = as_f32(t->w, p->dtype, p->O * CKK, &ow);
-  const float *go = as_f32(t->go, p->dtype, p->N * p->O * OHW, &og);
-  float *col = malloc(sizeof(float) * (size_t)(CKK * OHW > 0 ? CKK * OHW : 1));
-  float *gi = t->gi ? calloc((size_t)(p->N * p->C * p->H * p->W), sizeof(float)) : NULL;
-  float *gw = t->gw ? calloc((size_t)(p->O * CKK), sizeof(float)) : NULL;
-  for (int64_t n = 0; n < p->N; n++)
-    for (int64_t g = 0; g < G; g++) {
-      const float *gon = go + (n * p->O + g * Og) * OHW;
-      if (gw) { /* grad_weight_g += grad_out_ng @ col^T, n in order */
-        im2col(p, in + (n * p->C + g * Cg) * p->H * p->W, Cg, col);
-        vnc_sgemm(0, 1, Og, CKK, OHW, 1.0f, gon, OHW, col, OHW, 1.0f, gw + g * Og * CKK, CKK);
-      }
-      if (gi) { /* col = W_g^T @ grad_out_ng, then scatter-add into the input gradient */
-        vnc_sgemm(1, 0, CKK, OHW, Og, 1.0f, w + g * Og * CKK, CKK, gon, OHW, 0.0f, col, OHW);
-        col2im(p, col, Cg, gi + (n * p->C + g * Cg) * p->H * p->W);
-      }
-    }
+  const float *in = as_f32(t->in, p->dtype, in_n, &oi);
+  const float *w = as_f32(t->w, p->dtype, w_n, &ow);
+  const float *go = as_f32(t->go, p->dtype, out_n, &og);
+  float *col = malloc(sizeof(float) * (size_t)((g.Cx / g.G) * g.K * g.YS > 0 ? (g.Cx / g.G) * g.K * g.YS : 1));
+  float *gi = t->gi ? calloc((size_t)(in_n > 0 ? in_n : 1), sizeof(float)) : NULL;
+  float *gw = t->gw ? calloc((size_t)(w_n > 0 ? w_n : 1), sizeof(float)) : NULL;
+  /* X and Y sides of the plain geometry: the convolution's (input, grad_out), or reversed */
+  const float *X = p->transposed ? go : in, *Y = p->transposed ? in : go;
+  if (gw) grad_w(&g, X, Y, gw, col);
+  if (gi) {
+    if (p->transposed) to_y(&g, go, w, gi, col);
+    else to_x(&g, go, w, gi, col);
+  }
   if (t->gb) {
-    float *gb = calloc((size_t)p->O, sizeof(float));
+    float *gb = calloc((size_t)(p->O > 0 ? p->O : 1), sizeof(float));
     for (int64_t o = 0; o < p->O; o++)
-      for (int64_t n = 0; n < p->N; n++) gb[o] += vnc_canonical_sum(go + (n * p->O + o) * OHW, OHW);
+      for (int64_t n = 0; n < p->N; n++) gb[o] += vnc_canonical_sum(go + (n * p->O + o) * OS, OS);
     store_f32(t->gb, p->dtype, gb, p->O);
     free(gb);
   }
-  if (gi) { store_f32(t->gi, p->dtype, gi, p->N * p->C * p->H * p->W); free(gi); }
-  if (gw) { store_f32(t->gw, p->dtype, gw, p->O * CKK); free(gw); }
+  if (gi) { store_f32(t->gi, p->dtype, gi, in_n); free(gi); }
+  if (gw) { store_f32(t->gw, p->dtype, gw, w_n); free(gw); }
   free(col);
   free(oi);
   free(ow);
@@ -134,29 +251,67 @@ static vnc_status conv_bwd_run(void *arg) {
   return VNC_OK;
 }
 
-static vnc_status check_conv(const char *op, const vnc_conv2d *p) {
-  if (p->groups < 1 || p->C % p->groups || p->O % p->groups || p->sh < 1 || p->sw < 1 || p->dh < 1 || p->dw < 1)
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: invalid groups, stride or dilation", op);
+static vnc_status check_conv(const char *op, const vnc_conv_params *p) {
+  if (p->nspatial < 1 || p->nspatial > 3)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: %d spatial dims (1 to 3 supported)", op, (int)p->nspatial);
+  if (p->groups < 1 || p->C % p->groups || p->O % p->groups)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: %lld input and %lld output channels do not split into %lld groups",
+                         op, (long long)p->C, (long long)p->O, (long long)p->groups);
+  for (int i = 0; i < p->nspatial; i++)
+    if (p->stride[i] < 1 || p->dil[i] < 1 || p->pad[i] < 0 || p->k[i] < 1 || p->in[i] < 0 || p->out[i] < 0)
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: invalid kernel size, stride, padding or dilation", op);
   if (!vnc_dtype_is_floating(p->dtype))
     return vnc_set_error(VNC_ERR_UNSUPPORTED, "\"%s\" not implemented for '%s'", op, vnc_dtype_name(p->dtype));
   return VNC_OK;
 }
 
-vnc_status vnc_conv2d_forward(vnc_stream *s, const char *op, const vnc_conv2d *p, const void *input, const void *weight,
-                              const void *bias, void *out) {
+vnc_status vnc_conv_forward(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *input,
+                            const void *weight, const void *bias, void *out) {
   vnc_status st = check_conv(op, p);
-  if (st != VNC_OK || p->N * p->O * p->OH * p->OW == 0) return st;
+  if (st != VNC_OK || p->N * p->O * vol(p->out, p->nspatial) == 0) return st;
   conv_task t = {.p = *p, .in = input, .w = weight, .b = bias, .out = out};
   return vnc_launch(s, op, conv_fwd_run, &t, sizeof t, NULL);
+}
+
+vnc_status vnc_conv_backward(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *grad_out,
+                             const void *input, const void *weight, void *grad_input, void *grad_weight,
+                             void *grad_bias) {
+  vnc_status st = check_conv(op, p);
+  if (st != VNC_OK) return st;
+  conv_task t = {.p = *p, .in = input, .w = weight, .go = grad_out, .gi = grad_input, .gw = grad_weight, .gb = grad_bias};
+  return vnc_launch(s, op, conv_bwd_run, &t, sizeof t, NULL);
+}
+
+/* The 2-D API (and generated code's table entries) over the N-d engine. */
+static vnc_conv_params params_2d(const vnc_conv2d *p) {
+  vnc_conv_params q;
+  memset(&q, 0, sizeof q);
+  q.nspatial = 2;
+  q.N = p->N;
+  q.C = p->C;
+  q.O = p->O;
+  q.in[0] = p->H, q.in[1] = p->W;
+  q.k[0] = p->KH, q.k[1] = p->KW;
+  q.out[0] = p->OH, q.out[1] = p->OW;
+  q.stride[0] = p->sh, q.stride[1] = p->sw;
+  q.pad[0] = p->ph, q.pad[1] = p->pw;
+  q.dil[0] = p->dh, q.dil[1] = p->dw;
+  q.groups = p->groups;
+  q.dtype = p->dtype;
+  return q;
+}
+
+vnc_status vnc_conv2d_forward(vnc_stream *s, const char *op, const vnc_conv2d *p, const void *input, const void *weight,
+                              const void *bias, void *out) {
+  const vnc_conv_params q = params_2d(p);
+  return vnc_conv_forward(s, op, &q, input, weight, bias, out);
 }
 
 vnc_status vnc_conv2d_backward(vnc_stream *s, const char *op, const vnc_conv2d *p, const void *grad_out,
                                const void *input, const void *weight, void *grad_input, void *grad_weight,
                                void *grad_bias) {
-  vnc_status st = check_conv(op, p);
-  if (st != VNC_OK) return st;
-  conv_task t = {.p = *p, .in = input, .w = weight, .go = grad_out, .gi = grad_input, .gw = grad_weight, .gb = grad_bias};
-  return vnc_launch(s, op, conv_bwd_run, &t, sizeof t, NULL);
+  const vnc_conv_params q = params_2d(p);
+  return vnc_conv_backward(s, op, &q, grad_out, input, weight, grad_input, grad_weight, grad_bias);
 }
 
 /* ---------------------------------------------------------------- batch norm */

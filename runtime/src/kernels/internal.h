@@ -20,6 +20,10 @@ void vnc_from_f32(void *dst, int32_t dtype, int64_t stride, const float *src, in
 vnc_status vnc_launch_parallel(vnc_stream *s, const char *op, vnc_range_fn fn, int64_t n, int64_t grain,
                                const void *payload, size_t payload_size, vnc_release_fn release);
 
+/* Runs fn over the elements [begin, end) of the iteration order on the calling thread
+ * (a caller that fixes its own chunking, independent of the thread count). */
+void vnc_iter_run(const vnc_iter *it, vnc_loop_fn fn, void *ctx, int64_t begin, int64_t end);
+
 /* Kernels on at most this many elements launch with vnc_launch_small (run on the caller's
  * thread when the stream is idle): the hand-off to the worker costs more than they do. */
 #define VNC_SMALL_TASK 4096

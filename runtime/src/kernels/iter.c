@@ -139,6 +139,12 @@ static void run_range(void *p, int64_t begin, int64_t end) {
   }
 }
 
+void vnc_iter_run(const vnc_iter *it, vnc_loop_fn fn, void *ctx, int64_t begin, int64_t end) {
+  if (begin >= end) return;
+  run_ctx r = {it, fn, ctx};
+  run_range(&r, begin, end);
+}
+
 void vnc_iter_for_each(const vnc_iter *it, vnc_loop_fn fn, void *ctx, int64_t grain) {
   if (it->numel <= 0) return;
   run_ctx r = {it, fn, ctx};

@@ -452,9 +452,9 @@ vnc_status vnc_index_add_rows(vnc_stream *s, const char *op, const vnc_rows *dst
 
 typedef struct fill_index_task {
   vnc_iter it;
-  int kind; /* 0 arange, 1 tril, 2 triu */
-  double start, step;
-  int64_t istart, istep, diag, rows, cols;
+  int kind; /* 0 arange, 1 tril, 2 triu, 3 linspace */
+  double start, step, end;
+  int64_t istart, istep, diag, rows, cols, steps;
 } fill_index_task;
 
 static void fill_index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {
@@ -466,6 +466,9 @@ static void fill_index_loop(void *ctx, char **data, const int64_t *st, int64_t n
     if (t->kind == 0) {
       if (vnc_dtype_is_floating(dt)) vnc_store_f64[dt](p, t->start + t->step * (double)lin);
       else vnc_store_i64[dt](p, t->istart + t->istep * lin);
+    } else if (t->kind == 3) { /* ATen's halves: exact at both ends */
+      vnc_store_f64[dt](p, lin < t->steps / 2 ? t->start + t->step * (double)lin
+                                               : t->end - t->step * (double)(t->steps - lin - 1));
     } else {
       int64_t c = lin % t->cols, r = (lin / t->cols) % t->rows;
       int keep = t->kind == 1 ? c - r <= t->diag : c - r >= t->diag;
@@ -487,6 +490,16 @@ vnc_status vnc_arange(vnc_stream *s, const char *op, const vnc_tensor *t, double
   const vnc_tensor *ops[1] = {t};
   vnc_status st = vnc_iter_init(&k.it, 1, ops, VNC_ITER_KEEP_ORDER);
   if (st != VNC_OK || k.it.numel == 0) return st;
+  return vnc_launch(s, op, fill_index_run, &k, sizeof k, NULL);
+}
+
+vnc_status vnc_linspace(vnc_stream *s, const char *op, const vnc_tensor *t, double start, double end, int64_t steps) {
+  if (t->ndim != 1 || t->sizes[0] != steps || steps < 2)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: expected a 1-D output of steps >= 2 elements", op);
+  fill_index_task k = {.kind = 3, .start = start, .end = end, .step = (end - start) / (double)(steps - 1), .steps = steps};
+  const vnc_tensor *ops[1] = {t};
+  vnc_status st = vnc_iter_init(&k.it, 1, ops, VNC_ITER_KEEP_ORDER);
+  if (st != VNC_OK) return st;
   return vnc_launch(s, op, fill_index_run, &k, sizeof k, NULL);
 }
 

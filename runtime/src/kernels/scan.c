@@ -200,3 +200,74 @@ vnc_status vnc_logsumexp(vnc_stream *s, const char *op_name, const vnc_tensor *x
   atomic_init(&t.failed, 0);
   return vnc_launch(s, op_name, lse_run, &t, sizeof t, NULL);
 }
+
+/* ---------------------------------------------------------------- cummax / cummin */
+
+typedef struct cumext_task {
+  vnc_lines l; /* 0: x, 1: values, 2: indices */
+  int is_max, floating;
+  atomic_int failed;
+} cumext_task;
+
+/* Each line read whole into float32 or int64, scanned in index order, the winning elements'
+ * bytes copied to values (exact for every dtype). */
+static void cumext_lines(void *ctx, int64_t a, int64_t b) {
+  cumext_task *t = ctx;
+  const vnc_lines *l = &t->l;
+  const int64_t n = l->len[0], es = l->es[0];
+  const int32_t buf_dt = t->floating ? VNC_FLOAT32 : VNC_INT64;
+  const vnc_loop_fn load = vnc_copy_loop(buf_dt, l->dtypes[0]);
+  void *buf = malloc((size_t)(n > 0 ? n : 1) * 8);
+  if (!buf) {
+    atomic_store(&t->failed, 1);
+    return;
+  }
+  const float *fx = buf;
+  const int64_t *ix = buf;
+  for (int64_t line = a; line < b; line++) {
+    char *p[3];
+    vnc_lines_base(l, line, p);
+    load(NULL, (char *[]){buf, p[0]}, (const int64_t[]){t->floating ? 4 : 8, l->step[0]}, n, 0);
+    int64_t best = 0;
+    for (int64_t j = 0; j < n; j++) {
+      int take;
+      if (j == 0) take = 1;
+      else if (t->floating) /* ATen: !isnan(best) && (isnan(x) || x >= best) (<= for cummin) */
+        take = !isnan(fx[best]) && (isnan(fx[j]) || (t->is_max ? fx[j] >= fx[best] : fx[j] <= fx[best]));
+      else
+        take = t->is_max ? ix[j] >= ix[best] : ix[j] <= ix[best];
+      if (take) best = j;
+      memcpy(p[1] + j * l->step[1], p[0] + best * l->step[0], (size_t)es);
+      *(int64_t *)(p[2] + j * l->step[2]) = best;
+    }
+  }
+  free(buf);
+}
+
+static vnc_status cumext_run(void *p) {
+  cumext_task *t = p;
+  const int64_t n = t->l.len[0];
+  vnc_parallel_for(t->l.count, n >= 4096 ? 1 : 4096 / (n + 1) + 1, cumext_lines, t);
+  if (atomic_load(&t->failed)) return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "out of host memory for a scan buffer");
+  return VNC_OK;
+}
+
+vnc_status vnc_cum_extreme(vnc_stream *s, const char *op_name, const vnc_tensor *x, int dim, int is_max,
+                           const vnc_tensor *values, const vnc_tensor *indices) {
+  if (vnc_dtype_is_complex(x->dtype))
+    return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s is not implemented for complex tensors on neuron", op_name);
+  if (values->dtype != x->dtype || indices->dtype != VNC_INT64)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: values must have x's dtype and indices int64", op_name);
+  cumext_task t;
+  memset(&t, 0, sizeof t);
+  const vnc_tensor *ops[3] = {x, values, indices};
+  vnc_status st = vnc_lines_init(&t.l, 3, ops, dim, op_name);
+  if (st != VNC_OK) return st;
+  if (t.l.len[0] != t.l.len[1] || t.l.len[0] != t.l.len[2])
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: values and indices must have x's shape", op_name);
+  if (t.l.count == 0 || t.l.len[0] == 0) return VNC_OK;
+  t.is_max = is_max;
+  t.floating = vnc_dtype_is_floating(x->dtype);
+  atomic_init(&t.failed, 0);
+  return vnc_launch(s, op_name, cumext_run, &t, sizeof t, NULL);
+}

@@ -1,10 +1,12 @@
-/* Average pooling, group norm, nearest/bilinear upsampling and 2-D padding (vnc/vision.h).
+/* Average pooling, group norm, resampling (interpolation in every mode, adaptive average
+ * pooling of volumes, reflection/replication padding) (vnc/vision.h).
  *
  * Every kernel works on (n, c) planes in parallel (group norm: on (n, group) units). A plane
  * is read into a float32 buffer row by row at the image's strides, computed, and written back
  * at the output's strides; backward kernels scatter-add into a zeroed plane buffer in the
- * order of the output elements. Nearest upsampling and padding are gathers by two index maps
- * (one per output row, one per output column) and copy elements of any dtype bit for bit. */
+ * order of the output elements. Resampling is separable: per dim a table of taps (index,
+ * weight) per output coordinate, applied W, then H, then D; one-tap maps (nearest, padding)
+ * copy elements of any dtype bit for bit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,71 +152,31 @@ vnc_status vnc_avg_pool2d_backward(vnc_stream *s, const char *op, const vnc_avg_
   return vnc_launch_parallel(s, op, avg_bwd_planes, grad_in->N * grad_in->C, 1, &t, sizeof t, NULL);
 }
 
-/* ---------------------------------------------------------------- gathers by index maps */
+/* ---------------------------------------------------------------- resampling */
 
-/* out[n, c, y, x] = in[n, c, map[y], map[OH + x]] (forward), or the scatter-add transpose. */
-typedef struct gather_task {
+/* Per dim, each output coordinate o reads cnt[o] <= T taps: input index idx[o*T + t] with
+ * weight w[o*T + t]. Tables depend on sizes and scales only and are built at launch. */
+typedef struct taps {
+  int64_t in, out, T;
+  int identity;       /* out == in, one tap of weight 1 at o: the pass is skipped */
+  int64_t *idx;
+  float *w;
+  int32_t *cnt;
+} taps;
+
+typedef struct rs_task {
   int32_t dtype;
-  vnc_image in, out;
-  int64_t *map; /* OH + OW source indices, owned by the task */
-} gather_task;
+  vnc_volume in, out;  /* forward: x, out; backward: grad_in, grad_out */
+  taps t[3];           /* D, H, W */
+} rs_task;
 
-static void gather_release(void *arg) { free(((gather_task *)arg)->map); }
-
-static void gather_planes(void *ctx, int64_t a, int64_t b) {
-  const gather_task *t = ctx;
-  const int64_t es = (int64_t)vnc_dtype_size(t->dtype), OH = t->out.H, OW = t->out.W;
-  const int64_t *mh = t->map, *mw = t->map + OH;
-  for (int64_t pl = a; pl < b; pl++) {
-    const int64_t n = pl / t->out.C, c = pl % t->out.C;
-    for (int64_t y = 0; y < OH; y++) {
-      const char *src = at_elem(&t->in, es, n, c, mh[y], 0);
-      char *dst = at_elem(&t->out, es, n, c, y, 0);
-      const int64_t ss = t->in.strides[3] * es, ds = t->out.strides[3] * es;
-      switch (es) {
-#define COPY_ROW(T)                                                                             \
-  for (int64_t x = 0; x < OW; x++) memcpy(dst + x * ds, src + mw[x] * ss, sizeof(T));          \
-  break;
-        case 1: COPY_ROW(uint8_t)
-        case 2: COPY_ROW(uint16_t)
-        case 4: COPY_ROW(uint32_t)
-        case 8: COPY_ROW(uint64_t)
-        default:
-          for (int64_t x = 0; x < OW; x++) memcpy(dst + x * ds, src + mw[x] * ss, (size_t)es);
-#undef COPY_ROW
-      }
-    }
+static void rs_release(void *arg) {
+  rs_task *r = arg;
+  for (int d = 0; d < 3; d++) {
+    free(r->t[d].idx);
+    free(r->t[d].w);
+    free(r->t[d].cnt);
   }
-}
-
-static void scatter_planes(void *ctx, int64_t a, int64_t b) {
-  const gather_task *t = ctx;
-  const int64_t OH = t->out.H, OW = t->out.W, W = t->in.W;
-  const int64_t *mh = t->map, *mw = t->map + OH;
-  float *gi = plane_buffer(t->in.H * W), *go = plane_buffer(OH * OW);
-  for (int64_t pl = a; pl < b; pl++) {
-    memset(gi, 0, sizeof(float) * (size_t)(t->in.H * W));
-    load_plane(&t->out, t->dtype, pl, go);
-    for (int64_t y = 0; y < OH; y++)
-      for (int64_t x = 0; x < OW; x++) gi[mh[y] * W + mw[x]] += go[y * OW + x];
-    store_plane(&t->in, t->dtype, pl, gi);
-  }
-  free(gi);
-  free(go);
-}
-
-/* Launches the gather (backward = 0) or the scatter-add (backward = 1) with `map` (owned). */
-static vnc_status launch_gather(vnc_stream *s, const char *op, int backward, int32_t dtype, const vnc_image *in,
-                                const vnc_image *out, int64_t *map) {
-  gather_task t = {.dtype = dtype, .in = *in, .out = *out, .map = map};
-  return backward ? vnc_launch_parallel(s, op, scatter_planes, in->N * in->C, 1, &t, sizeof t, gather_release)
-                  : vnc_launch_parallel(s, op, gather_planes, out->N * out->C, 1, &t, sizeof t, gather_release);
-}
-
-static int64_t *new_map(const char *op, int64_t n, vnc_status *st) {
-  int64_t *m = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-  *st = m ? VNC_OK : vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld indices", op, (long long)n);
-  return m;
 }
 
 /* ATen's nearest_idx (UpSample.h). */
@@ -225,11 +187,18 @@ static int64_t nearest_idx(int64_t dst, int64_t in, int64_t out, float scale) {
   return src < in - 1 ? src : in - 1;
 }
 
+/* ATen's nearest_neighbor_exact_compute_source_index: (dst + 0.5) * scale in double, then
+ * floorf of that value as a float. */
+static int64_t nearest_exact_idx(int64_t dst, int64_t in, float scale) {
+  int64_t src = (int64_t)floorf((float)(((double)dst + 0.5) * (double)scale));
+  return src < in - 1 ? src : in - 1;
+}
+
 /* Reflection and replication source index of padded position j (PaddingKernel.cpp). */
-static int64_t pad_idx(vnc_pad_mode mode, int64_t j, int64_t in, int64_t pad_before) {
+static int64_t pad_idx(vnc_resample_kind kind, int64_t j, int64_t in, int64_t pad_before) {
   const int64_t i_start = pad_before < 0 ? -pad_before : 0, o_start = pad_before > 0 ? pad_before : 0;
   int64_t ip;
-  if (mode == VNC_PAD_REFLECT) {
+  if (kind == VNC_RS_REFLECT) {
     if (j < pad_before) ip = pad_before * 2 - j;
     else if (j < in + pad_before) ip = j;
     else ip = (in + pad_before - 1) * 2 - j;
@@ -241,160 +210,296 @@ static int64_t pad_idx(vnc_pad_mode mode, int64_t j, int64_t in, int64_t pad_bef
   return ip - o_start + i_start;
 }
 
-/* ---------------------------------------------------------------- bilinear */
-
-typedef struct bilinear_task {
-  int32_t dtype;
-  vnc_image in, out;
-  int64_t *idx;  /* h0[OH] h1[OH] w0[OW] w1[OW] */
-  float *lam;    /* lh0[OH] lh1[OH] lw0[OW] lw1[OW] */
-} bilinear_task;
-
-static void bilinear_release(void *arg) {
-  bilinear_task *t = arg;
-  free(t->idx);
-  free(t->lam);
+/* area_pixel_compute_source_index (UpSample.h): linear clamps negative indices to 0, cubic not. */
+static float source_index(float scale, int64_t dst, int align_corners, int cubic) {
+  if (align_corners) return scale * (float)dst;
+  const float src = scale * ((float)dst + 0.5f) - 0.5f;
+  return !cubic && src < 0.0f ? 0.0f : src;
 }
 
-/* ATen's compute_source_index_and_lambda in float32. */
-static void source_and_lambda(int64_t dst, int64_t in, int64_t out, float scale, int align_corners, int64_t *i0,
-                              int64_t *i1, float *l0, float *l1) {
-  if (out == in) {
-    *i0 = *i1 = dst;
-    *l0 = 1.0f;
-    *l1 = 0.0f;
-    return;
-  }
-  float real;
-  if (align_corners) {
-    real = scale * (float)dst;
-  } else {
-    real = scale * ((float)dst + 0.5f) - 0.5f;
-    if (real < 0.0f) real = 0.0f;
-  }
-  int64_t i = (int64_t)floorf(real);
-  if (i > in - 1) i = in - 1;
-  float l = real - (float)i;
-  l = l < 0.0f ? 0.0f : l > 1.0f ? 1.0f : l;
-  *i0 = i;
-  *i1 = i + (i < in - 1 ? 1 : 0);
-  *l1 = l;
-  *l0 = 1.0f - l;
+/* guard_index_and_lambda (UpSample.h). */
+static void guard_index_and_lambda(float real, int64_t in, int64_t *i, float *lambda) {
+  *i = (int64_t)floorf(real);
+  if (*i > in - 1) *i = in - 1;
+  float l = real - (float)*i;
+  *lambda = l < 0.0f ? 0.0f : l > 1.0f ? 1.0f : l;
 }
 
-static void bilinear_fwd_planes(void *ctx, int64_t a, int64_t b) {
-  const bilinear_task *t = ctx;
-  const int64_t OH = t->out.H, OW = t->out.W, W = t->in.W;
-  const int64_t *h0 = t->idx, *h1 = h0 + OH, *w0 = h1 + OH, *w1 = w0 + OW;
-  const float *lh0 = t->lam, *lh1 = lh0 + OH, *lw0 = lh1 + OH, *lw1 = lw0 + OW;
-  float *x = plane_buffer(t->in.H * W), *y = plane_buffer(OH * OW);
-  for (int64_t pl = a; pl < b; pl++) {
-    load_plane(&t->in, t->dtype, pl, x);
-    for (int64_t oy = 0; oy < OH; oy++) {
-      const float *r0 = x + h0[oy] * W, *r1 = x + h1[oy] * W;
-      for (int64_t ox = 0; ox < OW; ox++) {
-        float top = r0[w0[ox]] * lw0[ox] + r0[w1[ox]] * lw1[ox];
-        float bot = r1[w0[ox]] * lw0[ox] + r1[w1[ox]] * lw1[ox];
-        y[oy * OW + ox] = top * lh0[oy] + bot * lh1[oy];
+/* Keys' cubic convolution with A = -0.75 (get_cubic_upsample_coefficients, UpSample.h). */
+static void cubic_coefficients(float t, float c[4]) {
+  const float A = -0.75f, x1 = t, x2 = 1.0f - t;
+#define CC1(x) (((A + 2.0f) * (x) - (A + 3.0f)) * (x) * (x) + 1.0f)
+#define CC2(x) (((A * (x) - 5.0f * A) * (x) + 8.0f * A) * (x) - 4.0f * A)
+  c[0] = CC2(x1 + 1.0f);
+  c[1] = CC1(x1);
+  c[2] = CC1(x2);
+  c[3] = CC2(x2 + 1.0f);
+#undef CC1
+#undef CC2
+}
+
+static int64_t clamp_idx(int64_t i, int64_t n) { return i < 0 ? 0 : i > n - 1 ? n - 1 : i; }
+
+/* The taps of one dim; returns 0 when out of host memory. */
+static int build_taps(taps *tp, const vnc_resample_dim *dm, int64_t in, int64_t out) {
+  memset(tp, 0, sizeof *tp);
+  tp->in = in;
+  tp->out = out;
+  switch (dm->kind) {
+    case VNC_RS_LINEAR: tp->T = 2; break;
+    case VNC_RS_CUBIC: tp->T = 4; break;
+    case VNC_RS_AREA: tp->T = (in + out - 1) / (out > 0 ? out : 1) + 1; break;
+    default: tp->T = 1;
+  }
+  const int64_t n = out * tp->T > 0 ? out * tp->T : 1;
+  tp->idx = malloc(sizeof(int64_t) * (size_t)n);
+  tp->w = malloc(sizeof(float) * (size_t)n);
+  tp->cnt = malloc(sizeof(int32_t) * (size_t)(out > 0 ? out : 1));
+  if (!tp->idx || !tp->w || !tp->cnt) return 0;
+  const float sc = dm->scale;
+  for (int64_t o = 0; o < out; o++) {
+    int64_t *ix = tp->idx + o * tp->T;
+    float *w = tp->w + o * tp->T;
+    tp->cnt[o] = (int32_t)tp->T;
+    switch (dm->kind) {
+      case VNC_RS_NEAREST: ix[0] = nearest_idx(o, in, out, sc), w[0] = 1.0f; break;
+      case VNC_RS_NEAREST_EXACT: ix[0] = nearest_exact_idx(o, in, sc), w[0] = 1.0f; break;
+      case VNC_RS_REFLECT:
+      case VNC_RS_REPLICATE: ix[0] = pad_idx((vnc_resample_kind)dm->kind, o, in, dm->pad_before), w[0] = 1.0f; break;
+      case VNC_RS_LINEAR: /* compute_source_index_and_lambda */
+        if (out == in) {
+          ix[0] = ix[1] = o, w[0] = 1.0f, w[1] = 0.0f;
+        } else {
+          float l;
+          guard_index_and_lambda(source_index(sc, o, dm->align_corners, 0), in, &ix[0], &l);
+          ix[1] = ix[0] + (ix[0] < in - 1 ? 1 : 0);
+          w[0] = 1.0f - l, w[1] = l;
+        }
+        break;
+      case VNC_RS_CUBIC: {
+        int64_t i;
+        float l;
+        guard_index_and_lambda(source_index(sc, o, dm->align_corners, 1), in, &i, &l);
+        cubic_coefficients(l, w);
+        for (int t = 0; t < 4; t++) ix[t] = clamp_idx(i - 1 + t, in);
+        break;
+      }
+      case VNC_RS_AREA: { /* adaptive average pooling windows */
+        const int64_t a = (o * in) / out, b = ((o + 1) * in + out - 1) / out;
+        tp->cnt[o] = (int32_t)(b - a);
+        for (int64_t t = 0; t < b - a; t++) ix[t] = a + t, w[t] = 1.0f / (float)(b - a);
+        break;
       }
     }
-    store_plane(&t->out, t->dtype, pl, y);
+  }
+  tp->identity = in == out;
+  for (int64_t o = 0; o < out && tp->identity; o++)
+    tp->identity = tp->cnt[o] == 1 ? tp->idx[o * tp->T] == o && tp->w[o * tp->T] == 1.0f
+                                   : tp->cnt[o] == 2 && tp->idx[o * tp->T] == o && tp->w[o * tp->T] == 1.0f &&
+                                         tp->w[o * tp->T + 1] == 0.0f;
+  return 1;
+}
+
+static void *vol_elem(const vnc_volume *v, int64_t es, int64_t n, int64_t c, int64_t d, int64_t h, int64_t w) {
+  return (char *)v->data +
+         (n * v->strides[0] + c * v->strides[1] + d * v->strides[2] + h * v->strides[3] + w * v->strides[4]) * es;
+}
+
+static void load_vplane(const vnc_volume *v, int32_t dt, int64_t pl, float *buf) {
+  const int64_t es = (int64_t)vnc_dtype_size(dt), n = pl / v->C, c = pl % v->C;
+  for (int64_t d = 0; d < v->D; d++)
+    for (int64_t h = 0; h < v->H; h++)
+      vnc_to_f32(buf + (d * v->H + h) * v->W, vol_elem(v, es, n, c, d, h, 0), dt, v->strides[4], v->W);
+}
+
+static void store_vplane(const vnc_volume *v, int32_t dt, int64_t pl, const float *buf) {
+  const int64_t es = (int64_t)vnc_dtype_size(dt), n = pl / v->C, c = pl % v->C;
+  for (int64_t d = 0; d < v->D; d++)
+    for (int64_t h = 0; h < v->H; h++)
+      vnc_from_f32(vol_elem(v, es, n, c, d, h, 0), dt, v->strides[4], buf + (d * v->H + h) * v->W, v->W);
+}
+
+/* One separable pass along the dim of stride `inner` within blocks: src [outer][in][inner] ->
+ * dst [outer][out][inner]; each output sums its taps in order (the first product starts it). */
+static void pass_fwd(const taps *tp, const float *src, float *dst, int64_t outer, int64_t inner) {
+  for (int64_t a = 0; a < outer; a++) {
+    const float *s = src + a * tp->in * inner;
+    float *d = dst + a * tp->out * inner;
+    for (int64_t o = 0; o < tp->out; o++) {
+      const int64_t *ix = tp->idx + o * tp->T;
+      const float *w = tp->w + o * tp->T;
+      float *r = d + o * inner;
+      for (int64_t k = 0; k < inner; k++) r[k] = s[ix[0] * inner + k] * w[0];
+      for (int32_t t = 1; t < tp->cnt[o]; t++)
+        for (int64_t k = 0; k < inner; k++) r[k] += s[ix[t] * inner + k] * w[t];
+    }
+  }
+}
+
+/* The transpose of pass_fwd: dst [outer][in][inner] (zeroed here) += taps of src [outer][out][inner]. */
+static void pass_bwd(const taps *tp, const float *src, float *dst, int64_t outer, int64_t inner) {
+  memset(dst, 0, sizeof(float) * (size_t)(outer * tp->in * inner));
+  for (int64_t a = 0; a < outer; a++) {
+    const float *s = src + a * tp->out * inner;
+    float *d = dst + a * tp->in * inner;
+    for (int64_t o = 0; o < tp->out; o++)
+      for (int32_t t = 0; t < tp->cnt[o]; t++) {
+        const float w = tp->w[o * tp->T + t];
+        float *r = d + tp->idx[o * tp->T + t] * inner;
+        for (int64_t k = 0; k < inner; k++) r[k] += s[o * inner + k] * w;
+      }
+  }
+}
+
+/* Forward by planes: W, then H, then D (ATen's nesting: the innermost dim's taps sum first). */
+static void rs_fwd_planes(void *ctx, int64_t a, int64_t b) {
+  const rs_task *r = ctx;
+  const taps *tD = &r->t[0], *tH = &r->t[1], *tW = &r->t[2];
+  const int64_t n0 = tD->in * tH->in * tW->in, n1 = tD->in * tH->in * tW->out, n2 = tD->in * tH->out * tW->out;
+  float *x = plane_buffer(n0), *b1 = plane_buffer(n1), *b2 = plane_buffer(n2),
+        *y = plane_buffer(tD->out * tH->out * tW->out);
+  for (int64_t pl = a; pl < b; pl++) {
+    load_vplane(&r->in, r->dtype, pl, x);
+    const float *cur = x;
+    if (!tW->identity) pass_fwd(tW, cur, b1, tD->in * tH->in, 1), cur = b1;
+    if (!tH->identity) pass_fwd(tH, cur, b2, tD->in, tW->out), cur = b2;
+    if (!tD->identity) pass_fwd(tD, cur, y, 1, tH->out * tW->out), cur = y;
+    store_vplane(&r->out, r->dtype, pl, cur);
   }
   free(x);
+  free(b1);
+  free(b2);
   free(y);
 }
 
-static void bilinear_bwd_planes(void *ctx, int64_t a, int64_t b) {
-  const bilinear_task *t = ctx;
-  const int64_t OH = t->out.H, OW = t->out.W, W = t->in.W;
-  const int64_t *h0 = t->idx, *h1 = h0 + OH, *w0 = h1 + OH, *w1 = w0 + OW;
-  const float *lh0 = t->lam, *lh1 = lh0 + OH, *lw0 = lh1 + OH, *lw1 = lw0 + OW;
-  float *gi = plane_buffer(t->in.H * W), *go = plane_buffer(OH * OW);
+static void rs_bwd_planes(void *ctx, int64_t a, int64_t b) {
+  const rs_task *r = ctx;
+  const taps *tD = &r->t[0], *tH = &r->t[1], *tW = &r->t[2];
+  float *go = plane_buffer(tD->out * tH->out * tW->out), *b2 = plane_buffer(tD->in * tH->out * tW->out),
+        *b1 = plane_buffer(tD->in * tH->in * tW->out), *gi = plane_buffer(tD->in * tH->in * tW->in);
   for (int64_t pl = a; pl < b; pl++) {
-    memset(gi, 0, sizeof(float) * (size_t)(t->in.H * W));
-    load_plane(&t->out, t->dtype, pl, go);
-    for (int64_t oy = 0; oy < OH; oy++)
-      for (int64_t ox = 0; ox < OW; ox++) {
-        const float g = go[oy * OW + ox];
-        gi[h0[oy] * W + w0[ox]] += lh0[oy] * lw0[ox] * g;
-        gi[h0[oy] * W + w1[ox]] += lh0[oy] * lw1[ox] * g;
-        gi[h1[oy] * W + w0[ox]] += lh1[oy] * lw0[ox] * g;
-        gi[h1[oy] * W + w1[ox]] += lh1[oy] * lw1[ox] * g;
-      }
-    store_plane(&t->in, t->dtype, pl, gi);
+    load_vplane(&r->out, r->dtype, pl, go);
+    const float *cur = go;
+    if (!tD->identity) pass_bwd(tD, cur, b2, 1, tH->out * tW->out), cur = b2;
+    if (!tH->identity) pass_bwd(tH, cur, b1, tD->in, tW->out), cur = b1;
+    if (!tW->identity) pass_bwd(tW, cur, gi, tD->in * tH->in, 1), cur = gi;
+    store_vplane(&r->in, r->dtype, pl, cur);
   }
-  free(gi);
   free(go);
+  free(b2);
+  free(b1);
+  free(gi);
 }
 
-/* ---------------------------------------------------------------- upsampling */
+/* Forward of one-tap maps (nearest, padding): element copies of any dtype, bit for bit. */
+static void rs_gather_planes(void *ctx, int64_t a, int64_t b) {
+  const rs_task *r = ctx;
+  const int64_t es = (int64_t)vnc_dtype_size(r->dtype);
+  const taps *tD = &r->t[0], *tH = &r->t[1], *tW = &r->t[2];
+  const int64_t ss = r->in.strides[4] * es, ds = r->out.strides[4] * es, OW = tW->out;
+  for (int64_t pl = a; pl < b; pl++) {
+    const int64_t n = pl / r->out.C, c = pl % r->out.C;
+    for (int64_t od = 0; od < tD->out; od++)
+      for (int64_t oh = 0; oh < tH->out; oh++) {
+        const char *src = vol_elem(&r->in, es, n, c, tD->idx[od], tH->idx[oh], 0);
+        char *dst = vol_elem(&r->out, es, n, c, od, oh, 0);
+        const int64_t *mw = tW->idx;
+        switch (es) {
+#define COPY_ROW(T)                                                                   \
+  for (int64_t x = 0; x < OW; x++) memcpy(dst + x * ds, src + mw[x] * ss, sizeof(T)); \
+  break;
+          case 1: COPY_ROW(uint8_t)
+          case 2: COPY_ROW(uint16_t)
+          case 4: COPY_ROW(uint32_t)
+          case 8: COPY_ROW(uint64_t)
+          default:
+            for (int64_t x = 0; x < OW; x++) memcpy(dst + x * ds, src + mw[x] * ss, (size_t)es);
+#undef COPY_ROW
+        }
+      }
+  }
+}
 
-static vnc_status upsample(vnc_stream *s, const char *op, int backward, vnc_upsample_mode mode, int align_corners,
-                           float scale_h, float scale_w, int32_t dtype, const vnc_image *in, const vnc_image *out) {
+static vnc_status resample(vnc_stream *s, const char *op, int backward, const vnc_resample_dim dims[3], int32_t dtype,
+                           const vnc_volume *in, const vnc_volume *out) {
   if (in->N != out->N || in->C != out->C)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: input and output differ in batch or channels", op);
-  if ((backward || mode == VNC_UPSAMPLE_BILINEAR) && need_floating(op, dtype) != VNC_OK) return VNC_ERR_UNSUPPORTED;
   if (vnc_dtype_size(dtype) == 0) return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s: unknown dtype %d", op, (int)dtype);
-  const int64_t planes = in->N * in->C, OH = out->H, OW = out->W;
-  if (planes == 0 || (!backward && OH * OW == 0) || (backward && in->H * in->W == 0)) return VNC_OK;
-  if (in->H * in->W == 0)
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot upsample an empty input to a non-empty output", op);
-  vnc_status st;
-  if (mode == VNC_UPSAMPLE_NEAREST) {
-    int64_t *map = new_map(op, OH + OW, &st);
-    if (!map) return st;
-    for (int64_t y = 0; y < OH; y++) map[y] = nearest_idx(y, in->H, OH, scale_h);
-    for (int64_t x = 0; x < OW; x++) map[OH + x] = nearest_idx(x, in->W, OW, scale_w);
-    return launch_gather(s, op, backward, dtype, in, out, map);
+  int one_tap = 1;
+  const int64_t isz[3] = {in->D, in->H, in->W}, osz[3] = {out->D, out->H, out->W};
+  for (int d = 0; d < 3; d++) {
+    const int k = dims[d].kind;
+    if (k < VNC_RS_NEAREST || k > VNC_RS_REPLICATE)
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown resampling kind %d", op, k);
+    one_tap &= k == VNC_RS_NEAREST || k == VNC_RS_NEAREST_EXACT || k == VNC_RS_REFLECT || k == VNC_RS_REPLICATE;
+    if ((k == VNC_RS_REFLECT || k == VNC_RS_REPLICATE) && osz[d] != isz[d] + dims[d].pad_before + dims[d].pad_after)
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: output size does not match the input and padding", op);
+    if (k == VNC_RS_REFLECT && (dims[d].pad_before >= isz[d] || dims[d].pad_after >= isz[d]))
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: padding size should be less than the corresponding input dimension", op);
   }
-  bilinear_task t = {.dtype = dtype, .in = *in, .out = *out};
-  t.idx = new_map(op, 2 * (OH + OW), &st);
-  t.lam = malloc(sizeof(float) * (size_t)(2 * (OH + OW) > 0 ? 2 * (OH + OW) : 1));
-  if (!t.idx || !t.lam) {
-    free(t.idx);
-    free(t.lam);
-    return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "%s: out of host memory for the interpolation tables", op);
-  }
-  for (int64_t y = 0; y < OH; y++)
-    source_and_lambda(y, in->H, OH, scale_h, align_corners, &t.idx[y], &t.idx[OH + y], &t.lam[y], &t.lam[OH + y]);
-  for (int64_t x = 0; x < OW; x++)
-    source_and_lambda(x, in->W, OW, scale_w, align_corners, &t.idx[2 * OH + x], &t.idx[2 * OH + OW + x],
-                      &t.lam[2 * OH + x], &t.lam[2 * OH + OW + x]);
-  return backward ? vnc_launch_parallel(s, op, bilinear_bwd_planes, t.in.N * t.in.C, 1, &t, sizeof t, bilinear_release)
-                  : vnc_launch_parallel(s, op, bilinear_fwd_planes, t.out.N * t.out.C, 1, &t, sizeof t,
-                                        bilinear_release);
+  if ((backward || !one_tap) && need_floating(op, dtype) != VNC_OK) return VNC_ERR_UNSUPPORTED;
+  const int64_t planes = in->N * in->C, in_n = in->D * in->H * in->W, out_n = out->D * out->H * out->W;
+  if (planes == 0 || (!backward && out_n == 0) || (backward && in_n == 0)) return VNC_OK;
+  if (in_n == 0) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot resample an empty input to a non-empty output", op);
+  rs_task t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.in = *in;
+  t.out = *out;
+  for (int d = 0; d < 3; d++)
+    if (!build_taps(&t.t[d], &dims[d], isz[d], osz[d])) {
+      rs_release(&t);
+      return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "%s: out of host memory for the interpolation tables", op);
+    }
+  vnc_range_fn fn = backward ? rs_bwd_planes : one_tap ? rs_gather_planes : rs_fwd_planes;
+  return vnc_launch_parallel(s, op, fn, planes, 1, &t, sizeof t, rs_release);
+}
+
+vnc_status vnc_resample(vnc_stream *s, const char *op, const vnc_resample_dim dims[3], int32_t dtype,
+                        const vnc_volume *x, const vnc_volume *out) {
+  return resample(s, op, 0, dims, dtype, x, out);
+}
+
+vnc_status vnc_resample_backward(vnc_stream *s, const char *op, const vnc_resample_dim dims[3], int32_t dtype,
+                                 const vnc_volume *grad_out, const vnc_volume *grad_in) {
+  return resample(s, op, 1, dims, dtype, grad_in, grad_out);
+}
+
+/* The 2-D entry points: images are volumes with D = 1. */
+static vnc_volume volume_of(const vnc_image *im) {
+  vnc_volume v = {im->data, im->N, im->C, 1, im->H, im->W, {im->strides[0], im->strides[1], 0, im->strides[2], im->strides[3]}};
+  return v;
+}
+
+static vnc_status upsample2d(vnc_stream *s, const char *op, int backward, vnc_upsample_mode mode, int align_corners,
+                             float scale_h, float scale_w, int32_t dtype, const vnc_image *in, const vnc_image *out) {
+  const int32_t kind = mode == VNC_UPSAMPLE_NEAREST ? VNC_RS_NEAREST : VNC_RS_LINEAR;
+  const vnc_resample_dim dims[3] = {{.kind = VNC_RS_NEAREST, .scale = 1.0f},
+                                    {.kind = kind, .align_corners = align_corners, .scale = scale_h},
+                                    {.kind = kind, .align_corners = align_corners, .scale = scale_w}};
+  const vnc_volume vi = volume_of(in), vo = volume_of(out);
+  return resample(s, op, backward, dims, dtype, &vi, &vo);
 }
 
 vnc_status vnc_upsample2d(vnc_stream *s, const char *op, vnc_upsample_mode mode, int align_corners, float scale_h,
                           float scale_w, int32_t dtype, const vnc_image *x, const vnc_image *out) {
-  return upsample(s, op, 0, mode, align_corners, scale_h, scale_w, dtype, x, out);
+  return upsample2d(s, op, 0, mode, align_corners, scale_h, scale_w, dtype, x, out);
 }
 
 vnc_status vnc_upsample2d_backward(vnc_stream *s, const char *op, vnc_upsample_mode mode, int align_corners,
                                    float scale_h, float scale_w, int32_t dtype, const vnc_image *grad_out,
                                    const vnc_image *grad_in) {
-  return upsample(s, op, 1, mode, align_corners, scale_h, scale_w, dtype, grad_in, grad_out);
+  return upsample2d(s, op, 1, mode, align_corners, scale_h, scale_w, dtype, grad_in, grad_out);
 }
-
-/* ---------------------------------------------------------------- padding */
 
 static vnc_status pad2d(vnc_stream *s, const char *op, int backward, vnc_pad_mode mode, const int64_t pad[4],
                         int32_t dtype, const vnc_image *in, const vnc_image *out) {
-  if (in->N != out->N || in->C != out->C || out->W != in->W + pad[0] + pad[1] || out->H != in->H + pad[2] + pad[3])
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: output size does not match the input and padding", op);
-  if (mode == VNC_PAD_REFLECT && (pad[0] >= in->W || pad[1] >= in->W || pad[2] >= in->H || pad[3] >= in->H))
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: padding size should be less than the corresponding input dimension", op);
-  if (backward && need_floating(op, dtype) != VNC_OK) return VNC_ERR_UNSUPPORTED;
-  if (vnc_dtype_size(dtype) == 0) return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s: unknown dtype %d", op, (int)dtype);
-  const int64_t planes = in->N * in->C, OH = out->H, OW = out->W;
-  if (planes == 0 || (!backward && OH * OW == 0) || (backward && in->H * in->W == 0)) return VNC_OK;
-  if (in->H * in->W == 0) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot pad an empty input", op);
-  vnc_status st;
-  int64_t *map = new_map(op, OH + OW, &st);
-  if (!map) return st;
-  for (int64_t y = 0; y < OH; y++) map[y] = pad_idx(mode, y, in->H, pad[2]);
-  for (int64_t x = 0; x < OW; x++) map[OH + x] = pad_idx(mode, x, in->W, pad[0]);
-  return launch_gather(s, op, backward, dtype, in, out, map);
+  const int32_t kind = mode == VNC_PAD_REFLECT ? VNC_RS_REFLECT : VNC_RS_REPLICATE;
+  const vnc_resample_dim dims[3] = {{.kind = VNC_RS_REPLICATE},
+                                    {.kind = kind, .pad_before = pad[2], .pad_after = pad[3]},
+                                    {.kind = kind, .pad_before = pad[0], .pad_after = pad[1]}};
+  const vnc_volume vi = volume_of(in), vo = volume_of(out);
+  return resample(s, op, backward, dims, dtype, &vi, &vo);
 }
 
 vnc_status vnc_pad2d(vnc_stream *s, const char *op, vnc_pad_mode mode, const int64_t pad[4], int32_t dtype,
@@ -405,6 +510,175 @@ vnc_status vnc_pad2d(vnc_stream *s, const char *op, vnc_pad_mode mode, const int
 vnc_status vnc_pad2d_backward(vnc_stream *s, const char *op, vnc_pad_mode mode, const int64_t pad[4], int32_t dtype,
                               const vnc_image *grad_out, const vnc_image *grad_in) {
   return pad2d(s, op, 1, mode, pad, dtype, grad_in, grad_out);
+}
+
+/* ---------------------------------------------------------------- pooling of volumes */
+
+typedef enum { POOL_AVG, POOL_MAX, POOL_ADAPTIVE_MAX } pool_kind;
+
+typedef struct vpool_task {
+  pool_kind kind;
+  vnc_pool3d_params p;
+  int32_t dtype;
+  vnc_volume in, out, idx; /* forward: x, out, indices; backward: grad_in, grad_out, indices */
+} vpool_task;
+
+/* The window of output o along one dim: [*a, *b) clipped to the input, and its size before the
+ * clip to the input (the padded extent, for count_include_pad). */
+static int64_t avg_window(int64_t o, int64_t in, int64_t k, int64_t st, int64_t pad, int64_t *a, int64_t *b) {
+  int64_t s = o * st - pad, e = s + k < in + pad ? s + k : in + pad;
+  const int64_t padded = e - s;
+  *a = s < 0 ? 0 : s;
+  *b = e > in ? in : e;
+  return padded;
+}
+
+static int64_t adaptive_start(int64_t o, int64_t out, int64_t in) { return (o * in) / out; }
+static int64_t adaptive_end(int64_t o, int64_t out, int64_t in) { return ((o + 1) * in + out - 1) / out; }
+
+static void vpool_fwd_planes(void *ctx, int64_t a, int64_t b) {
+  const vpool_task *t = ctx;
+  const vnc_volume *x = &t->in, *y = &t->out;
+  const int64_t D = x->D, H = x->H, W = x->W, OD = y->D, OH = y->H, OW = y->W;
+  const vnc_pool3d_params *p = &t->p;
+  float *in = plane_buffer(D * H * W), *out = plane_buffer(OD * OH * OW);
+  for (int64_t pl = a; pl < b; pl++) {
+    load_vplane(x, t->dtype, pl, in);
+    const int64_t n = pl / y->C, c = pl % y->C;
+    for (int64_t od = 0; od < OD; od++)
+      for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+          float *o = out + (od * OH + oh) * OW + ow;
+          if (t->kind == POOL_AVG) { /* ATen's avg_pool3d: clipped window, divisor rules */
+            int64_t d0, d1, h0, h1, w0, w1;
+            const int64_t size = avg_window(od, D, p->k[0], p->stride[0], p->pad[0], &d0, &d1) *
+                                 avg_window(oh, H, p->k[1], p->stride[1], p->pad[1], &h0, &h1) *
+                                 avg_window(ow, W, p->k[2], p->stride[2], p->pad[2], &w0, &w1);
+            if (d0 >= d1 || h0 >= h1 || w0 >= w1) {
+              *o = 0.0f;
+              continue;
+            }
+            float sum = 0.0f;
+            for (int64_t d = d0; d < d1; d++)
+              for (int64_t h = h0; h < h1; h++)
+                for (int64_t w = w0; w < w1; w++) sum += in[(d * H + h) * W + w];
+            const int64_t div = p->divisor ? p->divisor : p->count_include_pad ? size : (d1 - d0) * (h1 - h0) * (w1 - w0);
+            *o = sum / (float)div;
+            continue;
+          }
+          /* max: ATen's rule (val > max || isnan(val)); the index starts at the window's first element */
+          int64_t lo[3], hi[3], step[3];
+          const int64_t os[3] = {od, oh, ow}, ins[3] = {D, H, W}, outs[3] = {OD, OH, OW};
+          for (int i = 0; i < 3; i++) {
+            if (t->kind == POOL_ADAPTIVE_MAX) {
+              lo[i] = adaptive_start(os[i], outs[i], ins[i]);
+              hi[i] = adaptive_end(os[i], outs[i], ins[i]);
+              step[i] = 1;
+            } else {
+              lo[i] = os[i] * p->stride[i] - p->pad[i];
+              hi[i] = lo[i] + (p->k[i] - 1) * p->dil[i] + 1;
+              step[i] = p->dil[i];
+              while (lo[i] < 0) lo[i] += p->dil[i];
+              if (hi[i] > ins[i]) hi[i] = ins[i];
+            }
+          }
+          float best = -INFINITY;
+          int64_t bi = (lo[0] * H + lo[1]) * W + lo[2];
+          for (int64_t d = lo[0]; d < hi[0]; d += step[0])
+            for (int64_t h = lo[1]; h < hi[1]; h += step[1])
+              for (int64_t w = lo[2]; w < hi[2]; w += step[2]) {
+                const int64_t k = (d * H + h) * W + w;
+                const float v = in[k];
+                if (v > best || isnan(v)) best = v, bi = k;
+              }
+          *o = best;
+          *(int64_t *)vol_elem(&t->idx, 8, n, c, od, oh, ow) = bi;
+        }
+    store_vplane(y, t->dtype, pl, out);
+  }
+  free(in);
+  free(out);
+}
+
+static void vpool_bwd_planes(void *ctx, int64_t a, int64_t b) {
+  const vpool_task *t = ctx;
+  const vnc_volume *gi = &t->in, *go = &t->out;
+  const int64_t D = gi->D, H = gi->H, W = gi->W, OD = go->D, OH = go->H, OW = go->W, N = D * H * W;
+  const vnc_pool3d_params *p = &t->p;
+  float *g = plane_buffer(N), *o = plane_buffer(OD * OH * OW);
+  for (int64_t pl = a; pl < b; pl++) {
+    memset(g, 0, sizeof(float) * (size_t)N);
+    load_vplane(go, t->dtype, pl, o);
+    const int64_t n = pl / go->C, c = pl % go->C;
+    for (int64_t od = 0; od < OD; od++)
+      for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+          const float v = o[(od * OH + oh) * OW + ow];
+          if (t->kind != POOL_AVG) {
+            const int64_t k = *(const int64_t *)vol_elem(&t->idx, 8, n, c, od, oh, ow);
+            if (k >= 0 && k < N) g[k] += v;
+            continue;
+          }
+          int64_t d0, d1, h0, h1, w0, w1;
+          const int64_t size = avg_window(od, D, p->k[0], p->stride[0], p->pad[0], &d0, &d1) *
+                               avg_window(oh, H, p->k[1], p->stride[1], p->pad[1], &h0, &h1) *
+                               avg_window(ow, W, p->k[2], p->stride[2], p->pad[2], &w0, &w1);
+          if (d0 >= d1 || h0 >= h1 || w0 >= w1) continue;
+          const int64_t div = p->divisor ? p->divisor : p->count_include_pad ? size : (d1 - d0) * (h1 - h0) * (w1 - w0);
+          const float share = v / (float)div;
+          for (int64_t d = d0; d < d1; d++)
+            for (int64_t h = h0; h < h1; h++)
+              for (int64_t w = w0; w < w1; w++) g[(d * H + h) * W + w] += share;
+        }
+    store_vplane(gi, t->dtype, pl, g);
+  }
+  free(g);
+  free(o);
+}
+
+static vnc_status vpool_launch(vnc_stream *s, const char *op, pool_kind kind, int backward, const vnc_pool3d_params *p,
+                               int32_t dtype, const vnc_volume *in, const vnc_volume *out, const vnc_volume *idx) {
+  vnc_status st = need_floating(op, dtype);
+  if (st != VNC_OK) return st;
+  if (in->N != out->N || in->C != out->C || (idx && (idx->D != out->D || idx->H != out->H || idx->W != out->W)))
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: input, output and indices shapes disagree", op);
+  if (p)
+    for (int i = 0; i < 3; i++)
+      if (p->k[i] < 1 || p->stride[i] < 1 || p->pad[i] < 0 || p->dil[i] < 1)
+        return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: invalid kernel size, stride, padding or dilation", op);
+  const int64_t planes = in->N * in->C;
+  if (planes == 0 || (backward ? in->D * in->H * in->W : out->D * out->H * out->W) == 0) return VNC_OK;
+  if (!backward && in->D * in->H * in->W == 0)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot pool an empty input", op);
+  vpool_task t;
+  memset(&t, 0, sizeof t);
+  t.kind = kind;
+  if (p) t.p = *p;
+  t.dtype = dtype;
+  t.in = *in;
+  t.out = *out;
+  if (idx) t.idx = *idx;
+  return vnc_launch_parallel(s, op, backward ? vpool_bwd_planes : vpool_fwd_planes, planes, 1, &t, sizeof t, NULL);
+}
+
+vnc_status vnc_avg_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype, const vnc_volume *x,
+                          const vnc_volume *out) {
+  return vpool_launch(s, op, POOL_AVG, 0, p, dtype, x, out, NULL);
+}
+
+vnc_status vnc_avg_pool3d_backward(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype,
+                                   const vnc_volume *grad_out, const vnc_volume *grad_in) {
+  return vpool_launch(s, op, POOL_AVG, 1, p, dtype, grad_in, grad_out, NULL);
+}
+
+vnc_status vnc_max_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params *p, int32_t dtype, const vnc_volume *x,
+                          const vnc_volume *out, const vnc_volume *indices) {
+  return vpool_launch(s, op, p ? POOL_MAX : POOL_ADAPTIVE_MAX, 0, p, dtype, x, out, indices);
+}
+
+vnc_status vnc_max_pool3d_backward(vnc_stream *s, const char *op, int32_t dtype, const vnc_volume *grad_out,
+                                   const vnc_volume *indices, const vnc_volume *grad_in) {
+  return vpool_launch(s, op, POOL_MAX, 1, NULL, dtype, grad_in, grad_out, indices);
 }
 
 /* ---------------------------------------------------------------- group norm */

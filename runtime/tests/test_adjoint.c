@@ -1,0 +1,206 @@
+/* Kernels of issue 11 checked without PyTorch against independent references:
+ *  - convolution 1-D to 3-D: the transposed convolution is the adjoint of the plain one
+ *    (<conv(x), y> == <x, conv_transpose(y)> for the same weight), and a plain 3-D convolution
+ *    equals a direct sum;
+ *  - resampling (linear, cubic, area, nearest, padding): the backward is the adjoint of the
+ *    forward (<R x, y> == <x, R^T y>), and trilinear resampling of an affine volume is exact;
+ *  - histogram bins equal a direct count; CTC loss equals the sum over every alignment. */
+#include <math.h>
+#include <stdlib.h>
+#include "check.h"
+
+static vnc_stream *S;
+
+static float frand(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (float)((*s >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+}
+static float *rnd(int64_t n, unsigned seed) {
+  float *p = malloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) p[i] = frand(&seed);
+  return p;
+}
+static double dot(const float *a, const float *b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+  return s;
+}
+static int64_t vol(const int64_t *s, int n) {
+  int64_t v = 1;
+  for (int i = 0; i < n; i++) v *= s[i];
+  return v;
+}
+
+static void conv_adjoint(int nd, int64_t stride, int64_t pad, int64_t dil, int64_t groups) {
+  vnc_conv_params p = {.nspatial = nd, .N = 2, .C = 4, .O = 6, .groups = groups, .dtype = VNC_FLOAT32};
+  const int64_t in[3] = {7, 6, 5}, k[3] = {3, 2, 3};
+  for (int i = 0; i < nd; i++) {
+    p.in[i] = in[i], p.k[i] = k[i], p.stride[i] = stride, p.pad[i] = pad, p.dil[i] = dil;
+    p.out[i] = (p.in[i] + 2 * pad - dil * (k[i] - 1) - 1) / stride + 1;
+  }
+  const int64_t xn = p.N * p.C * vol(p.in, nd), yn = p.N * p.O * vol(p.out, nd), wn = p.O * (p.C / groups) * vol(p.k, nd);
+  float *x = rnd(xn, 1), *w = rnd(wn, 2), *y = rnd(yn, 3), *cx = malloc(sizeof(float) * yn), *ty = malloc(sizeof(float) * xn);
+  CHECK_OK(vnc_conv_forward(S, "conv", &p, x, w, NULL, cx));
+  /* the transposed convolution from Y (C = O channels) back to X, same weight [O, C/g, k] */
+  vnc_conv_params q = p;
+  q.transposed = 1, q.C = p.O, q.O = p.C;
+  for (int i = 0; i < nd; i++) q.in[i] = p.out[i], q.out[i] = p.in[i];
+  CHECK_OK(vnc_conv_forward(S, "conv_transpose", &q, y, w, NULL, ty));
+  CHECK_OK(vnc_stream_synchronize(S));
+  const double a = dot(cx, y, yn), b = dot(x, ty, xn);
+  CHECK(fabs(a - b) <= 1e-4 * (fabs(a) + 1.0));
+  free(x), free(w), free(y), free(cx), free(ty);
+}
+
+static void conv3d_direct(void) {
+  vnc_conv_params p = {.nspatial = 3, .N = 1, .C = 2, .O = 3, .groups = 1, .dtype = VNC_FLOAT32,
+                       .in = {4, 5, 3}, .k = {2, 3, 2}, .stride = {1, 2, 1}, .pad = {1, 0, 1}, .dil = {1, 1, 1}};
+  for (int i = 0; i < 3; i++) p.out[i] = (p.in[i] + 2 * p.pad[i] - (p.k[i] - 1) - 1) / p.stride[i] + 1;
+  float *x = rnd(2 * 60, 4), *w = rnd(3 * 2 * 12, 5), *b = rnd(3, 6), *y = malloc(sizeof(float) * 3 * vol(p.out, 3));
+  CHECK_OK(vnc_conv_forward(S, "conv3d", &p, x, w, b, y));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int ok = 1;
+  for (int64_t o = 0; o < 3; o++)
+    for (int64_t a = 0; a < p.out[0]; a++)
+      for (int64_t bb = 0; bb < p.out[1]; bb++)
+        for (int64_t c = 0; c < p.out[2]; c++) {
+          double s = b[o];
+          for (int64_t ci = 0; ci < 2; ci++)
+            for (int64_t i = 0; i < 2; i++)
+              for (int64_t j = 0; j < 3; j++)
+                for (int64_t l = 0; l < 2; l++) {
+                  const int64_t d = a - 1 + i, h = bb * 2 + j, ww = c - 1 + l;
+                  if (d >= 0 && d < 4 && h >= 0 && h < 5 && ww >= 0 && ww < 3)
+                    s += (double)w[((o * 2 + ci) * 2 + i) * 6 + j * 2 + l] * x[((ci * 4 + d) * 5 + h) * 3 + ww];
+                }
+          ok &= fabs(s - y[((o * p.out[0] + a) * p.out[1] + bb) * p.out[2] + c]) < 1e-5;
+        }
+  CHECK(ok);
+  free(x), free(w), free(b), free(y);
+}
+
+static vnc_volume dense(float *p, int64_t N, int64_t C, int64_t D, int64_t H, int64_t W) {
+  vnc_volume v = {p, N, C, D, H, W, {C * D * H * W, D * H * W, H * W, W, 1}};
+  return v;
+}
+
+static void resample_adjoint(int kind, int align) {
+  const int64_t N = 2, C = 2, in[3] = {3, 5, 4}, out[3] = {5, 4, 7};
+  vnc_resample_dim dims[3];
+  for (int d = 0; d < 3; d++) {
+    dims[d] = (vnc_resample_dim){.kind = kind, .align_corners = align, .scale = (float)in[d] / (float)out[d]};
+    if (kind == VNC_RS_REFLECT || kind == VNC_RS_REPLICATE) dims[d].pad_before = 1, dims[d].pad_after = out[d] - in[d] - 1;
+  }
+  const int64_t xn = N * C * vol(in, 3), yn = N * C * vol(out, 3);
+  float *x = rnd(xn, 7), *y = rnd(yn, 8), *rx = malloc(sizeof(float) * yn), *ry = malloc(sizeof(float) * xn);
+  vnc_volume xv = dense(x, N, C, in[0], in[1], in[2]), rxv = dense(rx, N, C, out[0], out[1], out[2]);
+  vnc_volume yv = dense(y, N, C, out[0], out[1], out[2]), ryv = dense(ry, N, C, in[0], in[1], in[2]);
+  CHECK_OK(vnc_resample(S, "resample", dims, VNC_FLOAT32, &xv, &rxv));
+  CHECK_OK(vnc_resample_backward(S, "resample_backward", dims, VNC_FLOAT32, &yv, &ryv));
+  CHECK_OK(vnc_stream_synchronize(S));
+  const double a = dot(rx, y, yn), b = dot(x, ry, xn);
+  if (fabs(a - b) > 1e-4 * (fabs(a) + 1.0)) fprintf(stderr, "kind %d align %d: %g vs %g\n", kind, align, a, b);
+  CHECK(fabs(a - b) <= 1e-4 * (fabs(a) + 1.0));
+  free(x), free(y), free(rx), free(ry);
+}
+
+static void trilinear_affine(void) {
+  /* f(d, h, w) = 1 + 2d - 3h + 0.5w is reproduced exactly by linear interpolation (align_corners) */
+  float x[3 * 4 * 5], y[5 * 7 * 3];
+  for (int d = 0; d < 3; d++)
+    for (int h = 0; h < 4; h++)
+      for (int w = 0; w < 5; w++) x[(d * 4 + h) * 5 + w] = 1.0f + 2.0f * d - 3.0f * h + 0.5f * w;
+  const int64_t in[3] = {3, 4, 5}, out[3] = {5, 7, 3};
+  vnc_resample_dim dims[3];
+  for (int d = 0; d < 3; d++)
+    dims[d] = (vnc_resample_dim){.kind = VNC_RS_LINEAR, .align_corners = 1, .scale = (float)(in[d] - 1) / (float)(out[d] - 1)};
+  vnc_volume xv = dense(x, 1, 1, 3, 4, 5), yv = dense(y, 1, 1, 5, 7, 3);
+  CHECK_OK(vnc_resample(S, "trilinear", dims, VNC_FLOAT32, &xv, &yv));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int ok = 1;
+  for (int d = 0; d < 5; d++)
+    for (int h = 0; h < 7; h++)
+      for (int w = 0; w < 3; w++) {
+        const double sd = d * 2.0 / 4, sh = h * 3.0 / 6, sw = w * 4.0 / 2;
+        ok &= fabs(y[(d * 7 + h) * 3 + w] - (1.0 + 2.0 * sd - 3.0 * sh + 0.5 * sw)) < 1e-5;
+      }
+  CHECK(ok);
+}
+
+static void histogram_counts(void) {
+  float x[1000], edges[11], hist[10];
+  unsigned seed = 9;
+  for (int i = 0; i < 1000; i++) x[i] = frand(&seed) * 3.0f;
+  for (int i = 0; i <= 10; i++) edges[i] = -1.0f + 0.2f * (float)i;
+  vnc_tensor xt = vnc_tensor_contiguous(x, VNC_FLOAT32, 1, (int64_t[]){1000});
+  vnc_tensor et = vnc_tensor_contiguous(edges, VNC_FLOAT32, 1, (int64_t[]){11});
+  vnc_tensor ht = vnc_tensor_contiguous(hist, VNC_FLOAT32, 1, (int64_t[]){10});
+  CHECK_OK(vnc_histogram(S, "histogram", &xt, NULL, &et, VNC_BINS_SEARCH, &ht));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int ok = 1;
+  for (int b = 0; b < 10; b++) {
+    int c = 0;
+    for (int i = 0; i < 1000; i++) c += x[i] >= edges[b] && (b == 9 ? x[i] <= edges[10] : x[i] < edges[b + 1]);
+    ok &= hist[b] == (float)c;
+  }
+  CHECK(ok);
+}
+
+/* -log of the probability of target {1, 2} over every alignment of T = 4 steps, 3 labels. */
+static void ctc_brute_force(void) {
+  enum { T = 4, C = 3 };
+  float lp[T * C];
+  unsigned seed = 11;
+  for (int t = 0; t < T; t++) {
+    double z = 0, e[C];
+    for (int c = 0; c < C; c++) z += e[c] = exp(frand(&seed) * 4.0);
+    for (int c = 0; c < C; c++) lp[t * C + c] = (float)log(e[c] / z);
+  }
+  int64_t target[2] = {1, 2}, in_len[1] = {T}, tg_len[1] = {2};
+  double p = 0;
+  for (int path = 0; path < 81; path++) { /* 3^4 alignments */
+    int a[T], q = path, n = 0, out[T], prev = -1;
+    for (int t = 0; t < T; t++) a[t] = q % 3, q /= 3;
+    for (int t = 0; t < T; t++) {
+      if (a[t] != 0 && a[t] != prev) out[n++] = a[t];
+      prev = a[t];
+    }
+    if (n == 2 && out[0] == 1 && out[1] == 2) {
+      double lpp = 0;
+      for (int t = 0; t < T; t++) lpp += lp[t * C + a[t]];
+      p += exp(lpp);
+    }
+  }
+  float nll, alpha[T * 5];
+  vnc_ctc_args args = {.log_probs = vnc_tensor_contiguous(lp, VNC_FLOAT32, 3, (int64_t[]){T, 1, C}),
+                       .targets = vnc_tensor_contiguous(target, VNC_INT64, 2, (int64_t[]){1, 2}),
+                       .input_lengths = in_len, .target_lengths = tg_len, .blank = 0};
+  vnc_tensor nt = vnc_tensor_contiguous(&nll, VNC_FLOAT32, 1, (int64_t[]){1});
+  vnc_tensor at = vnc_tensor_contiguous(alpha, VNC_FLOAT32, 3, (int64_t[]){1, T, 5});
+  CHECK_OK(vnc_ctc_loss(S, "ctc", &args, &nt, &at));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(fabs(nll + log(p)) < 1e-5);
+  int64_t bad[2] = {1, 7};   /* a label outside [0, C): the task fails, the stream recovers */
+  args.targets = vnc_tensor_contiguous(bad, VNC_INT64, 2, (int64_t[]){1, 2});
+  CHECK_OK(vnc_ctc_loss(S, "ctc", &args, &nt, &at));
+  CHECK(vnc_stream_synchronize(S) == VNC_ERR_INDEX);
+  CHECK_OK(vnc_stream_synchronize(S));
+}
+
+int main(void) {
+  CHECK_OK(vnc_stream_get(0, 0, &S));
+  for (int nd = 1; nd <= 3; nd++) {
+    conv_adjoint(nd, 1, 0, 1, 1);
+    conv_adjoint(nd, 2, 1, 1, 2);
+    conv_adjoint(nd, 3, 2, 2, 1);
+  }
+  conv3d_direct();
+  const int kinds[] = {VNC_RS_NEAREST, VNC_RS_NEAREST_EXACT, VNC_RS_LINEAR, VNC_RS_CUBIC, VNC_RS_AREA, VNC_RS_REFLECT,
+                       VNC_RS_REPLICATE};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    for (int align = 0; align <= 1; align++) resample_adjoint(kinds[i], align);
+  trilinear_affine();
+  histogram_counts();
+  ctc_brute_force();
+  CHECK_DONE();
+}

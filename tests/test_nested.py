@@ -1,0 +1,99 @@
+"""nn.TransformerEncoder's nested-tensor fast path on neuron (eval mode, src_key_padding_mask,
+the default enable_nested_tensor=True): _nested_tensor_from_mask(_left_aligned),
+_transformer_encoder_layer_fwd on a nested input and to_padded_tensor run natively and the
+result equals CPU's everywhere, padded positions included (zeros on both).
+"""
+import pytest
+import torch
+
+import torch_neuronx
+
+TOL = dict(rtol=1e-4, atol=1e-5)
+NESTED_OPS = {"aten::_nested_tensor_from_mask", "aten::_transformer_encoder_layer_fwd", "aten::to_padded_tensor"}
+
+
+@pytest.fixture
+def native():
+    torch_neuronx.clear_op_tracking()
+    yield
+    torch.neuron.synchronize()
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def _encoder(d_model=16, nhead=4, layers=2, **kw):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model, nhead, 2 * d_model, batch_first=True, dropout=0.0, **kw)
+    return torch.nn.TransformerEncoder(layer, layers).eval()
+
+
+def _padding_mask(lengths, L):
+    return torch.arange(L).unsqueeze(0) >= torch.tensor(lengths).unsqueeze(1)   # True = padding
+
+
+def _compare(enc, x, kpm, **kw):
+    with torch.no_grad():
+        expected = enc(x, src_key_padding_mask=kpm, **kw)
+        dev = enc.to("neuron")
+        actual = dev(x.to("neuron"), src_key_padding_mask=kpm.to("neuron"), **kw)
+        enc.cpu()
+    assert actual.device.type == "neuron" and actual.shape == expected.shape
+    torch.testing.assert_close(actual.cpu(), expected, **TOL)
+    return expected, actual.cpu()
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(activation="gelu"), dict(layer_norm_eps=1e-3)], ids=["relu", "gelu", "eps"])
+def test_encoder_nested_fast_path_matches_cpu(native, kw):
+    enc = _encoder(**kw)
+    x = torch.randn(4, 9, 16, generator=torch.Generator().manual_seed(1))
+    kpm = _padding_mask([9, 5, 1, 7], 9)
+    expected, actual = _compare(enc, x, kpm)
+    assert torch.equal(actual[kpm], torch.zeros_like(actual[kpm]))   # padding: zeros, as CPU writes
+    assert NESTED_OPS <= set(torch_neuronx.get_executed_ops())
+
+
+def test_encoder_with_final_norm_and_full_and_empty_sequences(native):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 8, 64, batch_first=True, dropout=0.0)
+    enc = torch.nn.TransformerEncoder(layer, 3, norm=torch.nn.LayerNorm(32)).eval()
+    x = torch.randn(3, 6, 32, generator=torch.Generator().manual_seed(2))
+    _compare(enc, x, _padding_mask([6, 6, 6], 6))    # no padding at all
+    _compare(enc, x, _padding_mask([6, 0, 2], 6))    # an empty sequence
+    assert NESTED_OPS <= set(torch_neuronx.get_executed_ops())
+
+
+def test_not_left_aligned_mask_takes_the_dense_path_like_cpu(native):
+    enc = _encoder()
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(3))
+    kpm = torch.tensor([[True, False, False, False, False], [False, False, True, True, True]])
+    _compare(enc, x, kpm)
+    assert "aten::_nested_tensor_from_mask_left_aligned" in torch_neuronx.get_executed_ops()
+    assert "aten::_nested_tensor_from_mask" not in torch_neuronx.get_executed_ops()
+
+
+def test_entry_ops_directly(native):
+    x = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(4))
+    mask = torch.tensor([[True, True, False, False], [True, True, True, True], [True, False, False, False]])
+    assert torch._nested_tensor_from_mask_left_aligned(x.to("neuron"), mask.to("neuron"))
+    assert not torch._nested_tensor_from_mask_left_aligned(x.to("neuron"), mask.flip(1).to("neuron"))
+    nt_c = torch._nested_tensor_from_mask(x, mask)
+    nt_d = torch._nested_tensor_from_mask(x.to("neuron"), mask.to("neuron"))
+    assert nt_d.is_nested and nt_d.device.type == "neuron"
+    for kw in (dict(padding=0.0), dict(padding=-1.5), dict(padding=2.0, output_size=(3, 6, 7))):
+        torch.testing.assert_close(nt_d.to_padded_tensor(**kw).cpu(), nt_c.to_padded_tensor(**kw), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="Mask must be left-aligned without gaps"):
+        torch._nested_tensor_from_mask(x.to("neuron"), mask.flip(1).to("neuron"), mask_check=True)
+    with pytest.raises(RuntimeError, match="Truncation is not supported"):
+        nt_d.to_padded_tensor(0.0, (3, 1, 5))
+
+
+def test_other_nested_and_sparse_tensors_are_refused_with_a_remedy():
+    nt = torch._nested_tensor_from_mask(torch.ones(2, 3, 4, device="neuron"),
+                                        torch.ones(2, 3, dtype=torch.bool, device="neuron"))
+    with pytest.raises(NotImplementedError, match="nested tensors only on nn.TransformerEncoder's fast path"):
+        nt + 1
+    emb = torch.nn.Embedding(10, 4, sparse=True).to("neuron")
+    with pytest.raises(NotImplementedError, match="nn.Embedding and nn.EmbeddingBag need sparse=False"):
+        emb(torch.tensor([1, 1, 3], device="neuron")).sum().backward()
+    bag = torch.nn.EmbeddingBag(10, 4, sparse=True).to("neuron")
+    with pytest.raises(NotImplementedError, match="sparse=False"):
+        bag(torch.tensor([[1, 2]], device="neuron")).sum().backward()

@@ -1,0 +1,333 @@
+"""Ops that common user paths reach (issue 11): isin (Hugging Face generate), kthvalue,
+nanmedian, cummax/cummin, histc/histogram, embedding_bag, copysign and integer linspace run
+natively and match CPU PyTorch, forward and backward.
+
+Expected values come from CPU PyTorch. Every test proves the op ran natively: op tracking
+shows it executed on the device and nothing took the CPU fallback.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture
+def native():
+    """Op tracking cleared; after the test nothing may have taken the CPU fallback."""
+    torch_neuronx.clear_op_tracking()
+    yield torch.device("neuron")
+    torch.neuron.synchronize()
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def _ran(op):
+    assert op in torch_neuronx.get_executed_ops(), f"{op} did not run natively"
+
+
+def _x(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+# ---------------------------------------------------------------- isin
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.uint8])
+@pytest.mark.parametrize("n_test", [1, 3, 500])   # broadcast compare and sorted search
+def test_isin_matches_cpu(native, dtype, n_test):
+    g = torch.Generator().manual_seed(n_test)
+    elements = torch.randint(0, 50, (7, 11), generator=g).to(dtype)
+    test = torch.randint(0, 50, (n_test,), generator=g).to(dtype)
+    for invert in (False, True):
+        expected = torch.isin(elements, test, invert=invert)
+        actual = torch.isin(elements.to("neuron"), test.to("neuron"), invert=invert)
+        assert actual.dtype == torch.bool and torch.equal(actual.cpu(), expected)
+    _ran("aten::isin")
+
+
+def test_isin_special_values_and_overloads(native):
+    e = torch.tensor([float("nan"), -0.0, 0.0, 1.0, float("inf"), 2.5])
+    t = torch.tensor([0.0, float("nan"), float("inf"), 7.0] * 40)   # sorted-search path
+    for tt in (t, t[:3]):
+        assert torch.equal(torch.isin(e.to("neuron"), tt.to("neuron")).cpu(), torch.isin(e, tt))
+    # mixed dtypes promote; scalar overloads; out=
+    ints = torch.arange(6)
+    assert torch.equal(torch.isin(ints.to("neuron"), torch.tensor([2.0, 4.5], device="neuron")).cpu(),
+                       torch.isin(ints, torch.tensor([2.0, 4.5])))
+    assert torch.equal(torch.isin(ints.to("neuron"), 3).cpu(), torch.isin(ints, 3))
+    assert torch.equal(torch.isin(3, ints.to("neuron"), invert=True).cpu(), torch.isin(3, ints, invert=True))
+    out = torch.empty(0, dtype=torch.bool, device="neuron")
+    torch.isin(ints.to("neuron"), torch.tensor([1, 5], device="neuron"), out=out)
+    assert torch.equal(out.cpu(), torch.isin(ints, torch.tensor([1, 5])))
+    assert torch.isin(torch.empty(0, device="neuron"), torch.ones(3, device="neuron")).shape == (0,)
+
+
+def test_isin_refuses_like_cpu(native):
+    with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin"):
+        torch.isin(torch.ones(3, dtype=torch.complex64, device="neuron"), torch.ones(2, device="neuron"))
+
+
+# ---------------------------------------------------------------- kthvalue / nanmedian
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_kthvalue_matches_cpu(native, keepdim):
+    x = _x(6, 9)
+    x[2, 3] = float("nan")
+    for dim, k in ((1, 1), (1, 5), (1, 9), (0, 3), (-1, 8)):
+        ev, ei = x.kthvalue(k, dim, keepdim)
+        av, ai = x.to("neuron").kthvalue(k, dim, keepdim)
+        torch.testing.assert_close(av.cpu(), ev, equal_nan=True, rtol=0, atol=0)
+        assert torch.equal(ai.cpu(), ei)   # distinct values: the index is unique
+    xs = x.to("neuron").t()   # strided input
+    torch.testing.assert_close(xs.kthvalue(2, 1).values.cpu(), x.t().kthvalue(2, 1).values, equal_nan=True)
+    assert torch.equal(torch.tensor(5.0, device="neuron").kthvalue(1).values.cpu(), torch.tensor(5.0))
+    _ran("aten::kthvalue")
+
+
+def test_kthvalue_gradient_and_errors(native):
+    x = _x(4, 6)
+    xc, xd = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    xc.kthvalue(3, 1).values.sum().backward()
+    xd.kthvalue(3, 1).values.sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+    with pytest.raises(RuntimeError, match="selected number k out of range for dimension 1"):
+        x.to("neuron").kthvalue(7, 1)
+    with pytest.raises(IndexError, match="Expected reduction dim 1 to have non-zero size"):
+        torch.empty(3, 0, device="neuron").kthvalue(1, 1)
+
+
+def test_nanmedian_matches_cpu(native):
+    x = _x(5, 8)
+    x[0, ::2] = float("nan")
+    x[3] = float("nan")   # an all-NaN line
+    ev, ei = x.nanmedian(1)
+    av, ai = x.to("neuron").nanmedian(1)
+    torch.testing.assert_close(av.cpu(), ev, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(ai.cpu()[[0, 1, 2, 4]], ei[[0, 1, 2, 4]])
+    assert torch.isnan(x[3, ai[3].item()])                    # all NaN: a NaN's index
+    torch.testing.assert_close(x.to("neuron").nanmedian().cpu(), x.nanmedian(), equal_nan=True)
+    assert torch.isnan(torch.empty(0, device="neuron").nanmedian().cpu())
+    ints = torch.tensor([[4, 1, 7, 3]])
+    assert torch.equal(ints.to("neuron").nanmedian(1, keepdim=True).values.cpu(), ints.nanmedian(1, keepdim=True).values)
+    _ran("aten::nanmedian")
+
+
+# ---------------------------------------------------------------- cummax / cummin
+
+@pytest.mark.parametrize("fn", [torch.cummax, torch.cummin])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16, torch.bool])
+def test_cummax_cummin_match_cpu(native, fn, dtype):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(-3, 4, (5, 13), generator=g).to(dtype)   # many ties: the later index wins
+    if dtype == torch.float32:
+        x[1, 4] = float("nan")
+        x[2, 0] = float("nan")
+    for dim in (1, 0):
+        ev, ei = fn(x, dim)
+        av, ai = fn(x.to("neuron"), dim)
+        torch.testing.assert_close(av.cpu(), ev, equal_nan=True, rtol=0, atol=0)
+        assert torch.equal(ai.cpu(), ei)
+    ev, ei = fn(x.t(), 1)     # strided
+    av, ai = fn(x.to("neuron").t(), 1)
+    torch.testing.assert_close(av.cpu(), ev, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(ai.cpu(), ei)
+    _ran("aten::_cummax_helper" if fn is torch.cummax else "aten::_cummin_helper")
+
+
+def test_cummax_gradient(native):
+    x = _x(3, 10)
+    xc, xd = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    (torch.cummax(xc, 1).values * torch.arange(10.0)).sum().backward()
+    (torch.cummax(xd, 1).values * torch.arange(10.0, device="neuron")).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+    assert torch.equal(torch.cummin(torch.tensor(2.0, device="neuron"), 0).indices.cpu(), torch.tensor(0))
+
+
+# ---------------------------------------------------------------- histc / histogram
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_histc_matches_cpu(native, dtype):
+    x = (_x(1000) * 3).to(dtype)
+    for bins, lo, hi in ((10, 0, 0), (7, -2, 2), (1, -1, 1), (50, -5, 0.5)):
+        torch.testing.assert_close(torch.histc(x.to("neuron"), bins, lo, hi).cpu(), torch.histc(x, bins, lo, hi))
+    const = torch.full((5,), 2.0, dtype=dtype)   # min == max: the range widens by 1 each side
+    torch.testing.assert_close(torch.histc(const.to("neuron"), 4).cpu(), torch.histc(const, 4))
+    _ran("aten::histc")
+
+
+def test_histogram_matches_cpu(native):
+    x = _x(4, 250) * 2
+    w = _x(4, 250, seed=3).abs()
+    for kwargs in (dict(bins=12), dict(bins=5, range=(-1.0, 1.5)), dict(bins=9, weight=w, density=True)):
+        eh, ee = torch.histogram(x, **kwargs)
+        dk = {k: (v.to("neuron") if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+        ah, ae = torch.histogram(x.to("neuron"), **dk)
+        torch.testing.assert_close(ae.cpu(), ee)
+        torch.testing.assert_close(ah.cpu(), eh, rtol=1e-5, atol=1e-5)
+    edges = torch.tensor([-3.0, -1.0, 0.0, 0.5, 4.0])
+    eh, _ = torch.histogram(x, edges)
+    ah, _ = torch.histogram(x.to("neuron"), edges.to("neuron"))
+    torch.testing.assert_close(ah.cpu(), eh)
+    _ran("aten::histogram")
+
+
+def test_histograms_refuse_like_cpu(native):
+    x = _x(10)
+    for args in ((x, -1), (x, 5, 3.0, 1.0)):
+        with pytest.raises(RuntimeError):
+            torch.histc(*args)
+        with pytest.raises(RuntimeError):
+            torch.histc(args[0].to("neuron"), *args[1:])
+    with pytest.raises(NotImplementedError):
+        torch.histc(torch.arange(4, device="neuron"), 3)
+    with pytest.raises(RuntimeError, match="not finite"):
+        torch.histogram(torch.tensor([1.0, float("inf")], device="neuron"), 3)
+
+
+# ---------------------------------------------------------------- embedding_bag
+
+BAG_CASES = [
+    dict(mode="sum"), dict(mode="mean"), dict(mode="max"),
+    dict(mode="sum", per_sample_weights=True), dict(mode="mean", padding_idx=2),
+    dict(mode="sum", include_last_offset=True), dict(mode="mean", scale_grad_by_freq=True),
+    dict(mode="max", padding_idx=0),
+]
+
+
+@pytest.mark.parametrize("kw", BAG_CASES, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_embedding_bag_matches_cpu(native, kw):
+    kw = dict(kw)
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 6, generator=g)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 2, 2])
+    offsets = torch.tensor([0, 4, 4, 7, 11] if kw.get("include_last_offset") else [0, 4, 4, 7])
+    psw = torch.rand(indices.numel(), generator=g) if kw.pop("per_sample_weights", False) else None
+    wc = weight.clone().requires_grad_()
+    wd = weight.to("neuron").requires_grad_()
+    pc = psw.clone().requires_grad_() if psw is not None else None
+    pd = psw.to("neuron").requires_grad_() if psw is not None else None
+    expected = F.embedding_bag(indices, wc, offsets, per_sample_weights=pc, **kw)
+    actual = F.embedding_bag(indices.to("neuron"), wd, offsets.to("neuron"), per_sample_weights=pd, **kw)
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), **TOL)
+    scale = torch.linspace(0.5, 1.5, expected.numel()).reshape(expected.shape)
+    (expected * scale).sum().backward()
+    (actual * scale.to("neuron")).sum().backward()
+    expected_grad = wc.grad
+    if kw.get("scale_grad_by_freq"):
+        # CPU's dense kernel divides by the count of another row (counts[indices[i]] with i the
+        # i-th distinct row, aten/src/ATen/native/EmbeddingBag.cpp). The documented gradient:
+        # each row's unscaled gradient divided by how often the row occurs.
+        kw.pop("scale_grad_by_freq")
+        wc = weight.clone().requires_grad_()
+        (F.embedding_bag(indices, wc, offsets, per_sample_weights=pc, **kw) * scale).sum().backward()
+        expected_grad = wc.grad / torch.bincount(indices, minlength=10).clamp_min(1).unsqueeze(1)
+    torch.testing.assert_close(wd.grad.cpu(), expected_grad, **TOL)
+    if psw is not None:
+        torch.testing.assert_close(pd.grad.cpu(), pc.grad, **TOL)
+    _ran("aten::_embedding_bag")
+
+
+def test_embedding_bag_module_2d_input_and_no_grad(native):
+    torch.manual_seed(0)
+    cpu = torch.nn.EmbeddingBag(20, 5, mode="mean")
+    dev = torch.nn.EmbeddingBag(20, 5, mode="mean").to("neuron")
+    dev.load_state_dict(cpu.state_dict())
+    x = torch.randint(0, 20, (4, 3))
+    torch.testing.assert_close(dev(x.to("neuron")).detach().cpu(), cpu(x).detach(), **TOL)
+    w = cpu.weight.detach()   # no gradient wanted: _embedding_bag_forward_only
+    torch.testing.assert_close(F.embedding_bag(x.to("neuron"), w.to("neuron"), mode="max").cpu(),
+                               F.embedding_bag(x, w, mode="max"), **TOL)
+    _ran("aten::_embedding_bag_forward_only")
+
+
+def test_embedding_bag_bad_index_is_reported(native):
+    w = torch.randn(5, 3, device="neuron")
+    out = F.embedding_bag(torch.tensor([1, 7], device="neuron"), w, torch.tensor([0], device="neuron"))
+    with pytest.raises(IndexError, match="index 7 of entry 1 is out of range for a weight of 5 rows"):
+        out.cpu()
+    torch.neuron.synchronize()   # the device stays usable
+    assert torch.equal((w + 1).cpu(), w.cpu() + 1)
+
+
+# ---------------------------------------------------------------- copysign / integer linspace
+
+def test_copysign_matches_cpu(native):
+    a = torch.tensor([1.5, -2.0, 0.0, -0.0, float("inf"), float("nan"), 3.0])
+    b = torch.tensor([-1.0, 2.0, -0.0, -3.0, -1.0, -1.0, float("nan")])
+    for x, y in ((a, b), (a, -1.0), (torch.arange(-3, 4), b), (a, torch.arange(-3, 4))):
+        yd = y.to("neuron") if isinstance(y, torch.Tensor) else y
+        expected, actual = torch.copysign(x, y), torch.copysign(x.to("neuron"), yd)
+        assert actual.dtype == expected.dtype
+        assert torch.equal(torch.signbit(actual.cpu()), torch.signbit(expected))   # -0.0 and NaN signs too
+        torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, rtol=0, atol=0)
+    xc, xd = a[:5].clone().requires_grad_(), a[:5].to("neuron").requires_grad_()
+    torch.copysign(xc, b[:5]).sum().backward()
+    torch.copysign(xd, b[:5].to("neuron")).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, equal_nan=True)   # inf / inf: NaN on CPU too
+    _ran("aten::copysign")
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8])
+def test_integer_linspace_matches_cpu(native, dtype):
+    for start, end, steps in ((0, 10, 4), (0, 3, 31), (-7, 5, 13), (10, 0, 7), (2.7, 9.9, 6), (0, 100, 1), (5, 5, 3),
+                              (0, 255, 256)):
+        try:
+            expected = torch.linspace(start, end, steps, dtype=dtype)
+        except RuntimeError as e:   # a bound the dtype cannot hold: refused alike
+            with pytest.raises(RuntimeError, match=str(e)):
+                torch.linspace(start, end, steps, dtype=dtype, device="neuron")
+            continue
+        actual = torch.linspace(start, end, steps, dtype=dtype, device="neuron")
+        assert torch.equal(actual.cpu(), expected), (start, end, steps)
+    out = torch.empty(20, dtype=torch.int64, device="neuron")[::2]   # strided out=
+    torch.linspace(0, 9, 10, out=out)
+    assert torch.equal(out.cpu(), torch.linspace(0, 9, 10, dtype=torch.int64))
+    _ran("aten::linspace")
+
+
+def test_complex_randn_is_native(native):
+    torch.manual_seed(0)
+    z = torch.randn(100_000, dtype=torch.complex64, device="neuron")
+    # each part N(0, 1/2): total variance 1, as on CPU
+    assert abs(z.real.var().item() - 0.5) < 0.02 and abs(z.imag.var().item() - 0.5) < 0.02
+
+
+# ---------------------------------------------------------------- CTC loss
+
+@pytest.mark.parametrize("targets_layout", ["padded", "concatenated"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss_matches_cpu(native, targets_layout, reduction):
+    g = torch.Generator().manual_seed(0)
+    T, N, C = 20, 3, 6
+    logits = torch.randn(T, N, C, generator=g)
+    in_len, tg_len = torch.tensor([20, 15, 9]), torch.tensor([7, 0, 4])
+    padded = torch.randint(1, C, (N, 7), generator=g)
+    targets = padded if targets_layout == "padded" else torch.cat([padded[i, :l] for i, l in enumerate(tg_len.tolist())])
+    lc = logits.clone().requires_grad_()
+    ld = logits.to("neuron").requires_grad_()
+    expected = F.ctc_loss(lc.log_softmax(2), targets, in_len, tg_len, reduction=reduction)
+    actual = F.ctc_loss(ld.log_softmax(2), targets.to("neuron"), in_len.to("neuron"), tg_len.to("neuron"),
+                        reduction=reduction)
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), **TOL)
+    expected.sum().backward()
+    actual.sum().backward()
+    torch.testing.assert_close(ld.grad.cpu(), lc.grad, rtol=1e-4, atol=1e-5)
+    _ran("aten::_ctc_loss")
+    _ran("aten::_ctc_loss_backward")
+
+
+def test_ctc_loss_impossible_alignment_and_zero_infinity(native):
+    # a target longer than the input cannot be aligned: infinite loss, or 0 with zero_infinity
+    logits = torch.randn(3, 1, 4, generator=torch.Generator().manual_seed(1))
+    args = (torch.tensor([[1, 2, 1, 2]]), [3], [4])
+    for zero_infinity in (False, True):
+        lc, ld = logits.clone().requires_grad_(), logits.to("neuron").requires_grad_()
+        e = F.ctc_loss(lc.log_softmax(2), *args, zero_infinity=zero_infinity, reduction="sum")
+        a = F.ctc_loss(ld.log_softmax(2), args[0].to("neuron"), *args[1:], zero_infinity=zero_infinity, reduction="sum")
+        torch.testing.assert_close(a.detach().cpu(), e.detach())
+        e.backward()
+        a.backward()
+        torch.testing.assert_close(ld.grad.cpu(), lc.grad, equal_nan=True)
+    with pytest.raises(RuntimeError, match="blank must be in label range"):
+        F.ctc_loss(logits.to("neuron").log_softmax(2), args[0].to("neuron"), [3], [4], blank=9)
