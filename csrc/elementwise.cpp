@@ -799,13 +799,17 @@ NEURON_LIBRARY_IMPL(m) {
   REG2("softshrink", "softshrink.out", structured_softshrink, Softshrink, S)
   REG2("hardshrink_backward", "hardshrink_backward.grad_input", structured_hardshrink_backward, HardshrinkBackward, T, S)
   REG2("softshrink_backward", "softshrink_backward.grad_input", structured_softshrink_backward, SoftshrinkBackward, T, S)
-  REG3("threshold", "threshold_", "threshold.out", structured_threshold, Threshold, S, S)
-  m.impl("_prelu_kernel", TORCH_FN(nx_prelu));
-  m.impl("_prelu_kernel_backward", TORCH_FN(nx_prelu_backward));
-  m.impl("glu", TORCH_FN(nx_glu));
-  m.impl("glu.out", TORCH_FN(nx_glu_out));
-  m.impl("glu_backward", TORCH_FN(nx_glu_backward));
-  m.impl("glu_backward.grad_input", TORCH_FN(nx_glu_backward_out));
+  // CPU's threshold has no bool or complex kernel: those go to it, and it raises.
+  m.impl("threshold", TORCH_FN((Variants<at::meta::structured_threshold, S, S>::functional<Threshold>)), kRealDtypes);
+  m.impl("threshold_", TORCH_FN((Variants<at::meta::structured_threshold, S, S>::inplace<Threshold>)), kRealDtypes);
+  m.impl("threshold.out", TORCH_FN((Variants<at::meta::structured_threshold, S, S>::out<Threshold>)), kRealDtypes);
+  // CPU's prelu and glu kernels are floating only: other dtypes go to it, and it raises.
+  m.impl("_prelu_kernel", TORCH_FN(nx_prelu), kFloatingDtypes);
+  m.impl("_prelu_kernel_backward", TORCH_FN(nx_prelu_backward), kFloatingDtypes);
+  m.impl("glu", TORCH_FN(nx_glu), kFloatingDtypes);
+  m.impl("glu.out", TORCH_FN(nx_glu_out), kFloatingDtypes);
+  m.impl("glu_backward", TORCH_FN(nx_glu_backward), kFloatingDtypes);
+  m.impl("glu_backward.grad_input", TORCH_FN(nx_glu_backward_out), kFloatingDtypes);
   REG3("xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", structured_xlogy_Tensor, Plain<VNC_EW_xlogy>, T)
   REG3("mish", "mish_", "mish.out", structured_mish, Plain<VNC_EW_mish>)
   m.impl("mish_backward", TORCH_FN(nx_mish_backward));

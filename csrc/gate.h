@@ -72,6 +72,7 @@ constexpr DtypeSet kAnyDtype = ~DtypeSet{0};
 constexpr DtypeSet kFloatingDtypes = dtype_set({at::kFloat, at::kDouble, at::kHalf, at::kBFloat16});
 constexpr DtypeSet kIntegralDtypes = dtype_set({at::kByte, at::kChar, at::kShort, at::kInt, at::kLong});
 constexpr DtypeSet kRealDtypes = kFloatingDtypes | kIntegralDtypes;  // no bool, no complex
+constexpr DtypeSet kF32F64Dtypes = dtype_set({at::kFloat, at::kDouble});
 inline bool in_set(DtypeSet s, at::ScalarType t) { return (s >> static_cast<int>(t)) & 1; }
 
 // Records `schema_name`'s native dtypes for torch_neuronx._C._native_dtypes() (the op table).

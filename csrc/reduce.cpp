@@ -429,10 +429,11 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("all.all_out", TORCH_FN(any_all_out<VNC_RED_ALL>));
   m.impl("histc", TORCH_FN(histc));
   m.impl("histc.out", TORCH_FN(histc_out));
-  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins));
-  m.impl("histogram.bins_tensor_out", TORCH_FN(histogram_bins_out));
-  m.impl("histogram.bin_ct", TORCH_FN(histogram_ct));
-  m.impl("histogram.bin_ct_out", TORCH_FN(histogram_ct_out));
+  // CPU's histogram (histogramdd) is float32/float64 only; histc also takes 16-bit floats.
+  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins), kF32F64Dtypes);
+  m.impl("histogram.bins_tensor_out", TORCH_FN(histogram_bins_out), kF32F64Dtypes);
+  m.impl("histogram.bin_ct", TORCH_FN(histogram_ct), kF32F64Dtypes);
+  m.impl("histogram.bin_ct_out", TORCH_FN(histogram_ct_out), kF32F64Dtypes);
   m.impl("var.correction", TORCH_FN(var<false>));
   m.impl("var.correction_out", TORCH_FN(var_out<false>));
   m.impl("std.correction", TORCH_FN(var<true>));

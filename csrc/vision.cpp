@@ -939,10 +939,12 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl(#op "_backward.grad_input", TORCH_FN(op##_t::bwd_out));
   NEURON_PAD_OPS(NEURON_PAD_REG)
 #undef NEURON_PAD_REG
-  m.impl("avg_pool3d", TORCH_FN(avg_pool3d));
-  m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out));
-  m.impl("avg_pool3d_backward", TORCH_FN(avg_pool3d_backward));
-  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out));
+  // CPU's avg_pool3d: float32, float64, int64 (no 16-bit floats); others go to it, and it raises.
+  constexpr DtypeSet kAvgPool3dDtypes = dtype_set({at::kFloat, at::kDouble, at::kLong});
+  m.impl("avg_pool3d", TORCH_FN(avg_pool3d), kAvgPool3dDtypes);
+  m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out), kAvgPool3dDtypes);
+  m.impl("avg_pool3d_backward", TORCH_FN(avg_pool3d_backward), kAvgPool3dDtypes);
+  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out), kAvgPool3dDtypes);
   m.impl("max_pool3d_with_indices", TORCH_FN(max_pool3d));
   m.impl("max_pool3d_with_indices.out", TORCH_FN(max_pool3d_out));
   m.impl("max_pool3d_with_indices_backward", TORCH_FN(max_pool3d_backward));
