@@ -316,6 +316,92 @@ def _cases() -> list[Case]:
              lambda d: _with_out(lambda o: aten.normal.float_Tensor_out(0.5, torch.full((4, 3), 2.0, device=d), out=o), d),
              random=True),
     ]
+    # the kernels of 1-D and 3-D resampling and padding, pooling, margin and CTC losses (issue
+    # 11): the forms their OpInfos and modules do not call
+    sig, vol = _t(2, 3, 7, seed=23), _t(1, 2, 4, 5, 6, seed=24)
+    for name, x_, size, extra in (("_upsample_nearest_exact1d", sig, [10], ()), ("upsample_nearest1d", sig, [12], ()),
+                                  ("upsample_linear1d", sig, [11], (True,)), ("upsample_bicubic2d", img, [8, 9], (False,)),
+                                  ("_upsample_nearest_exact2d", img, [9, 5], ()),
+                                  ("_upsample_nearest_exact3d", vol, [5, 7, 4], ()), ("upsample_nearest3d", vol, [6, 3, 8], ()),
+                                  ("upsample_trilinear3d", vol, [5, 7, 9], (False,))):
+        gout = _t(*x_.shape[:2], *size, seed=25)
+        cases += [call(f"aten::{name}", x_, size, *extra),
+                  call(f"aten::{name}.out", x_, size, *extra, outs=[("out", F32)]),
+                  call(f"aten::{name}_backward", gout, size, list(x_.shape), *extra),
+                  call(f"aten::{name}_backward.grad_input", gout, size, list(x_.shape), *extra,
+                       outs=[("grad_input", F32)])]
+    for name, x_, pad in (("reflection_pad1d", sig, [2, 3]), ("replication_pad1d", sig, [3, 1]),
+                          ("reflection_pad3d", vol, [1, 2, 2, 1, 0, 3]), ("replication_pad3d", vol, [2, 0, 1, 1, 3, 2])):
+        gout = _t(*getattr(aten, name)(x_, pad).shape, seed=26)
+        cases += [call(f"aten::{name}", x_, pad),
+                  call(f"aten::{name}.out", x_, pad, outs=[("out", F32)]),
+                  call(f"aten::{name}_backward", gout, x_, pad),
+                  call(f"aten::{name}_backward.grad_input", gout, x_, pad, outs=[("grad_input", F32)])]
+    pooled2, idx2 = aten.adaptive_max_pool2d(img, [4, 3])
+    pooled3, idx3d = aten.adaptive_max_pool3d(vol, [2, 3, 2])
+    mp3, mp3_idx = aten.max_pool3d_with_indices(vol, [2, 2, 2], [2, 2, 2])
+    cases += [
+        call("aten::adaptive_max_pool2d.out", img, [4, 3], outs=[("out", F32), ("indices", torch.int64)]),
+        call("aten::adaptive_max_pool2d_backward.grad_input", _t(*pooled2.shape, seed=27), img, idx2,
+             outs=[("grad_input", F32)]),
+        call("aten::adaptive_max_pool3d.out", vol, [2, 3, 2], outs=[("out", F32), ("indices", torch.int64)]),
+        call("aten::adaptive_max_pool3d_backward.grad_input", _t(*pooled3.shape, seed=28), vol, idx3d,
+             outs=[("grad_input", F32)]),
+        call("aten::max_pool3d_with_indices.out", vol, [2, 3, 2], [1, 2, 2], [1, 1, 0],
+             outs=[("out", F32), ("indices", torch.int64)]),
+        call("aten::max_pool3d_with_indices_backward.grad_input", _t(*mp3.shape, seed=29), vol, [2, 2, 2], [2, 2, 2],
+             [0, 0, 0], [1, 1, 1], False, mp3_idx, outs=[("grad_input", F32)]),
+        call("aten::avg_pool3d_backward.grad_input", _t(*aten.avg_pool3d(vol, [2, 2, 2], [2, 2, 2]).shape, seed=30),
+             vol, [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, None, outs=[("grad_input", F32)]),
+    ]
+    mtgt = torch.tensor([[3, 0, -1, 1, 2], [1, 4, 2, -1, 0], [0, -1, 3, 3, 3]])
+    is_target = aten.multilabel_margin_loss_forward(x, mtgt, 1)[1]
+    log_probs = torch.log_softmax(_t(6, 2, 4, seed=31), 2)
+    ctc_tgt, ctc_il, ctc_tl = torch.tensor([[1, 2, 2], [3, 1, 0]]), torch.tensor([6, 5]), torch.tensor([3, 2])
+    nll, alpha = aten._ctc_loss.Tensor(log_probs, ctc_tgt, ctc_il, ctc_tl)
+    cases += [
+        call("aten::multi_margin_loss.out", x, tgt, 2, 0.5, _t(5, seed=32, low=0.5), 1, outs=[("out", F32)]),
+        call("aten::multi_margin_loss_backward.grad_input", torch.tensor(0.7), x, tgt, 1, 1.0, None, 1,
+             outs=[("grad_input", F32)]),
+        call("aten::multilabel_margin_loss_forward.output", x, mtgt, 1, outs=[("output", F32), ("is_target", F32)]),
+        call("aten::multilabel_margin_loss_backward.grad_input", torch.tensor(0.7), x, mtgt, 1, is_target,
+             outs=[("grad_input", F32)]),
+        # the losses only: CPU leaves log_alpha uninitialised past each sample's lengths
+        Case("aten::_ctc_loss.Tensor",
+             lambda d: aten._ctc_loss.Tensor(*to_device((log_probs, ctc_tgt, ctc_il, ctc_tl), d), 0, True)[0]),
+        call("aten::_ctc_loss_backward.Tensor", torch.tensor([0.5, 1.5]), log_probs, ctc_tgt, ctc_il, ctc_tl, nll, alpha, 0),
+        call("aten::glu.out", _t(3, 6, seed=33), 1, outs=[("out", F32)]),
+        call("aten::glu_backward.grad_input", g[:, :2], _t(3, 4, seed=34), 1, outs=[("grad_input", F32)]),
+        call("aten::hardshrink_backward.grad_input", g, x, 0.5, outs=[("grad_input", F32)]),
+        call("aten::softshrink_backward.grad_input", g, x, 0.7, outs=[("grad_input", F32)]),
+        call("aten::threshold.out", x, 0.1, 2.0, outs=[("out", F32)]),
+    ]
+    # embeddings, FFT, isin, nanmedian, any
+    weight = _t(6, 3, seed=35)
+    bag_idx, bag_off = torch.tensor([0, 2, 5, 2, 1]), torch.tensor([0, 2])
+    _, offset2bag, bag_size, max_idx = aten._embedding_bag(weight, bag_idx, bag_off, False, 1)
+    nan_x = x.clone()
+    nan_x[0, 1] = nan_x[2, 3] = float("nan")
+    cases += [
+        call("aten::embedding_dense_backward", _t(5, 3, seed=36), bag_idx, 6, -1, False),
+        call("aten::_embedding_bag_dense_backward", _t(2, 3, seed=37), bag_idx, offset2bag, bag_size, max_idx, 6,
+             False, 1, None),
+        call("aten::_fft_r2c.out", _t(3, 8, seed=38), [1], 0, True, outs=[("out", torch.complex64)]),
+        call("aten::isin.Scalar_Tensor", 2, ints),
+        call("aten::isin.Scalar_Tensor_out", -1, ints, invert=True, outs=[("out", torch.bool)]),
+        call("aten::isin.Tensor_Scalar", ints, 3),
+        call("aten::isin.Tensor_Scalar_out", ints, 0, invert=True, outs=[("out", torch.bool)]),
+        call("aten::nanmedian.dim_values", nan_x, 1, outs=[("values", F32), ("indices", torch.int64)]),
+        call("aten::any.out", bools, 0, True, outs=[("out", torch.bool)]),
+        call("aten::any.all_out", ints, outs=[("out", torch.bool)]),
+    ]
+    # nn.TransformerEncoder's nested fast path: the nested tensor compared as its padded form
+    seq, keep = _t(2, 4, 3, seed=39), torch.tensor([[True, True, False, False], [True, True, True, False]])
+    cases += [
+        Case("aten::_nested_tensor_from_mask",
+             lambda d: aten._nested_tensor_from_mask(*to_device((seq, keep), d)).to_padded_tensor(0.0)),
+        call("aten::_nested_tensor_from_mask_left_aligned", seq, keep),
+    ]
     return cases
 
 
