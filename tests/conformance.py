@@ -555,8 +555,14 @@ class Report:
         """Writes fallback_table() as JSON (docs/conformance_fallbacks.json, rendered into
         docs/op_compatibility.md by tools/gen_op_compatibility.py)."""
         import json
-        data = {"source": "make conformance (tests/test_conformance.py, NEURON_CONFORMANCE=full)",
-                "torch": torch.__version__, "fallbacks": self.fallback_table()}
+        source = ("make conformance (tests/test_conformance.py, NEURON_CONFORMANCE=full: every selected OpInfo, "
+                  "12 dtypes, up to 96 samples each)" if FULL else
+                  "the make test slice (tests/test_conformance.py: the slice's OpInfos, up to 3 samples in "
+                  "float32 and int64, 1 sample in each other dtype; make conformance runs them all)")
+        kinds = ["native", "fallback", "raise", "xfail", "composite", "failed"]
+        data = {"source": source, "torch": torch.__version__,
+                "counts": {dt: {k: self.counts[dt][k] for k in kinds} for dt in sorted(self.counts)},
+                "fallbacks": self.fallback_table()}
         pathlib.Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
     def lines(self, show_unreached: bool):
