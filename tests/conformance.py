@@ -94,18 +94,21 @@ LOOSER = {
 _F16, _BF16 = torch.float16, torch.bfloat16
 TOLERANCE_GROUPS = [
     ("float32 dot products summed by OpenBLAS sgemm's blocked order, CPU's kernel in its own: "
-     "roundings of K terms (observed 2.1e-5 absolute at magnitude 5)",
-     {torch.float32: dict(rtol=1e-5, atol=3e-5)},
+     "roundings of K terms (observed 2.1e-5 absolute at magnitude 5; 4.0e-5 at magnitude 1.8 in a 3-D "
+     "transposed convolution's input gradient; complex64 convolutions are three real ones)",
+     {torch.float32: dict(rtol=1e-5, atol=3e-5), torch.complex64: dict(rtol=1e-5, atol=3e-5)},
      ["matmul", "__rmatmul__", "mm", "bmm", "addmm", "addmm.decomposed", "addmv", "baddbmm", "nn.functional.linear",
       "nn.functional.bilinear", "einsum", "inner", "tensordot", "linalg.multi_dot", "chain_matmul", "mv", "addbmm",
-      "nn.functional.multi_head_attention_forward"]),
+      "nn.functional.multi_head_attention_forward", "nn.functional.conv1d", "nn.functional.conv2d",
+      "nn.functional.conv3d", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",
+      "nn.functional.conv_transpose3d"]),
     ("float64 and complex128 compute through float32 (the device's float64 rule: inputs rounded to "
      "float32), then K-term sums: float32's accumulated rounding (observed 6e-5 at magnitude 28)",
      {torch.float64: dict(rtol=1e-5, atol=1e-4), torch.complex128: dict(rtol=1e-5, atol=1e-4)},
      ["matmul", "__rmatmul__", "mm", "bmm", "addmm", "addmv", "baddbmm", "nn.functional.linear",
       "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv_transpose1d",
       "nn.functional.conv_transpose2d", "einsum", "inner", "tensordot", "mv", "addbmm",
-      "nn.functional.multi_head_attention_forward"]),
+      "nn.functional.multi_head_attention_forward", "nn.functional.conv3d", "nn.functional.conv_transpose3d"]),
     ("float64 computes through float32 (inputs rounded to float32); pow and tan amplify that "
      "rounding (relative condition numbers |y log x| and |2x / sin 2x|; observed 1.4e-6 and 1.8e-5 "
      "relative)",
