@@ -2,6 +2,7 @@
 // streams and events, Philox generator, PrivateUse1 hooks. Each method forwards to the C
 // runtime; nothing here touches tensor elements.
 #include "neuron.h"
+#include "gate.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
@@ -24,6 +25,7 @@ void raise_status(vnc_status st, const char* what) {
   if (what) msg = std::string(what) + ": " + msg;
   if (st == VNC_ERR_OUT_OF_MEMORY) TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
   if (st == VNC_ERR_INDEX) TORCH_CHECK_INDEX(false, msg);
+  if (st == VNC_ERR_UNSUPPORTED) throw_unsupported(msg);
   TORCH_CHECK(false, msg);
 }
 

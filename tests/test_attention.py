@@ -66,6 +66,27 @@ def test_dropout_and_grouped_query_take_the_native_math_path():
     assert torch_neuronx.get_fallback_ops() == []
 
 
+def test_sdpa_dropout_drops_at_the_rate_scales_and_is_seeded():
+    # Equal scores give each of the S keys probability 1/S; with one-hot values the output holds
+    # each kept probability scaled by 1 / (1 - p): every entry is 0 or 1 / (S (1 - p)).
+    B, H, L, S, p = 4, 4, 64, 32, 0.25
+    q = torch.zeros(B, H, L, 8, device="neuron")
+    k = torch.zeros(B, H, S, 8, device="neuron")
+    v = torch.eye(S, device="neuron").expand(B, H, S, S)
+    torch.manual_seed(11)
+    torch_neuronx.clear_op_tracking()
+    out = F.scaled_dot_product_attention(q, k, v, dropout_p=p).cpu()
+    assert torch_neuronx.get_fallback_ops() == []
+    kept = out != 0
+    torch.testing.assert_close(out[kept], torch.full_like(out[kept], 1 / (S * (1 - p))))
+    # 131072 Bernoulli(0.75) draws: standard error 0.0012, so 0.006 is five of them.
+    assert abs(kept.float().mean().item() - (1 - p)) < 0.006
+    torch.manual_seed(11)
+    assert torch.equal(F.scaled_dot_product_attention(q, k, v, dropout_p=p).cpu(), out)
+    torch.manual_seed(12)
+    assert not torch.equal(F.scaled_dot_product_attention(q, k, v, dropout_p=p).cpu(), out)
+
+
 def test_sdpa_kernel_context_selects_the_math_path():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     q = torch.randn(1, 2, 4, 8, device="neuron")

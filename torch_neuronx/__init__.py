@@ -53,6 +53,9 @@ def _register() -> None:
     _check_slot_free()
     from . import _C  # loading the extension registers the ATen kernels and the fallback
 
+    from . import _warnings
+
+    _C._set_warning_function(_warnings.emit)
     _C._register()
     if torch._C._get_privateuse1_backend_name() != "neuron":
         torch.utils.rename_privateuse1_backend("neuron")

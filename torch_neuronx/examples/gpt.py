@@ -21,6 +21,8 @@ class Block(torch.nn.Module):
         self.dropout = dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """One pre-LayerNorm decoder block: (B, T, C) float activations in, (B, T, C) out
+        (causal self-attention, then the MLP, each added to its input)."""
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
@@ -40,6 +42,16 @@ class TinyGPT(torch.nn.Module):
         self.head = torch.nn.Linear(d, vocab)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """Next-character logits, or the mean cross-entropy loss against ``targets``.
+
+        Args:
+            idx: (B, T) int64 character indices, T <= ``block``.
+            targets: optional (B, T) int64 indices of the next characters.
+
+        Returns:
+            (B, T, vocab) float logits when ``targets`` is None, else a 0-dim float tensor: the
+            cross-entropy averaged over the B * T positions.
+        """
         T = idx.shape[1]
         x = self.tok(idx) + self.pos(torch.arange(T, device=idx.device))
         logits = self.head(self.ln(self.blocks(x)))
