@@ -56,10 +56,15 @@ test-py: .stamp-build
 
 test: test-c test-asan test-py
 
-# Every OpInfo sample of every native op, for more dtypes, and every input of every stock
-# torch.nn module (module_db) in train and eval mode (make test runs a bounded slice of each).
+# Every OpInfo reaching a native kernel, every dtype, all call forms, and every input of every
+# stock torch.nn module (module_db) in train and eval mode (make test runs a bounded slice of
+# each); prints counts per dtype and the overloads no sample reached; progress in
+# build/conformance.jsonl; the fallbacks seen go to docs/conformance_fallbacks.json.
 conformance: .stamp-build
-	NEURON_CONFORMANCE=full $(PY) -m pytest tests/test_conformance.py tests/test_module_db.py $(PYTEST_ARGS)
+	mkdir -p build && rm -f build/conformance.jsonl
+	NEURON_CONFORMANCE=full NEURON_CONFORMANCE_LOG=build/conformance.jsonl \
+	  NEURON_CONFORMANCE_FALLBACKS=docs/conformance_fallbacks.json \
+	  $(PY) -m pytest tests/test_conformance.py tests/test_module_db.py $(PYTEST_ARGS)
 
 # Trains a small GPT on the Jargon File on neuron (about 80 s on 2 cores); writes runs/demo/.
 demo: .stamp-build

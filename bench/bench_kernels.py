@@ -2,7 +2,9 @@
 CPU PyTorch in the same run with the same thread count: sgemm 1024^3; the elementwise ops and
 activations (and backward ops) on 16M float32; softmax / log_softmax (+ backward) over rows of
 4096; layer norm (+ backward); sums; scaled dot-product attention forward + backward at the
-main job's shapes; the main job's GPT training step, alone and beside a busy-looping process
+main job's shapes; exp, sigmoid, tanh and add also with out= (a preallocated output on both
+sides, so the caching allocator's share of the fresh-output figures is reported apart from the
+kernel's); the main job's GPT training step, alone and beside a busy-looping process
 pinned to one CPU (contention); the per-op overhead of `add` on 1-element tensors.
 
 The CPU tier of both sides is chosen by the environment: TORCH_NEURONX_ISA caps the neuron
@@ -83,6 +85,15 @@ def elementwise() -> list[Result]:
     ]
     res = [throughput(f"{n}, 16M float32", m, f, gb1, "GB/s", t) for n, m, f in unary]
     res += [throughput(f"{n}, 16M float32", m, f, gb2 if n == "add" else gb3, "GB/s", t) for n, m, f in binary]
+    # The same kernels writing into a preallocated output (out=) on both sides: the rows above
+    # include allocating a fresh 64 MiB output per call, where neuron's caching allocator reuses
+    # memory and CPU's allocator may not; these rows compare the kernels alone.
+    def with_out(make):
+        return lambda d: (*make(d), torch.empty(N16, device=d))
+    out_rows = [("exp", one, lambda x, o: torch.exp(x, out=o)), ("sigmoid", one, lambda x, o: torch.sigmoid(x, out=o)),
+                ("tanh", one, lambda x, o: torch.tanh(x, out=o)), ("add", two, lambda a, b, o: torch.add(a, b, out=o))]
+    res += [throughput(f"{n} out=, 16M float32", with_out(m), f, gb2 if n == "add" else gb1, "GB/s", t)
+            for n, m, f in out_rows]
     return res
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
 import torch
+
+from torch_neuronx.verify import cpu_model  # one place for the host CPU model
 
 
 @dataclass
@@ -68,18 +69,6 @@ def neuron_sync() -> None:
 
 def cpu_sync() -> None:
     pass
-
-
-def cpu_model() -> str:
-    """The host CPU's model name (from /proc/cpuinfo; platform.processor() elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def header() -> str:

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include "neuron.h"
+#include "gate.h"
 
 namespace {
 
@@ -45,7 +46,7 @@ at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, cons
   return scale;
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(amp_unscale));
   m.impl("_amp_update_scale_", TORCH_FN(amp_update_scale));
 }

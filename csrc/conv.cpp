@@ -2,6 +2,7 @@
 // 2-D and 3-D convolutions, plain and transposed, are native (with their backward); complex
 // and integer ones go through the visible CPU fallback of aten::convolution.
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/ops/max_pool2d_with_indices_backward_meta.h>
@@ -311,20 +312,22 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at:
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+// Native dtypes as CPU's kernels have them (batch norm, adaptive pooling and max-pool backward:
+// floating; max pooling: no bool or complex); other dtypes go to the CPU fallback (gate.h).
+NEURON_LIBRARY_IMPL(m) {
   m.impl("convolution_overrideable", TORCH_FN(convolution));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward));
-  m.impl("native_batch_norm", TORCH_FN(batch_norm));
-  m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward));
-  m.impl("_native_batch_norm_legit", TORCH_FN(batch_norm_legit));
-  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batch_norm_legit_no_stats));
-  m.impl("_native_batch_norm_legit_no_training", TORCH_FN(batch_norm_legit_no_training));
-  m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d));
-  m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_out));
-  m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_backward));
-  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(max_pool2d_backward_out));
-  m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptive_avg_pool2d));
-  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptive_avg_pool2d_backward));
+  m.impl("native_batch_norm", TORCH_FN(batch_norm), kFloatingDtypes);
+  m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward), kFloatingDtypes);
+  m.impl("_native_batch_norm_legit", TORCH_FN(batch_norm_legit), kFloatingDtypes);
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batch_norm_legit_no_stats), kFloatingDtypes);
+  m.impl("_native_batch_norm_legit_no_training", TORCH_FN(batch_norm_legit_no_training), kFloatingDtypes);
+  m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d), kRealDtypes);
+  m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_out), kRealDtypes);
+  m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_backward), kFloatingDtypes);
+  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(max_pool2d_backward_out), kFloatingDtypes);
+  m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptive_avg_pool2d), kFloatingDtypes);
+  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptive_avg_pool2d_backward), kFloatingDtypes);
 }
 
 }  // namespace torch_neuronx

@@ -2,16 +2,21 @@
 // streams and events, Philox generator, PrivateUse1 hooks. Each method forwards to the C
 // runtime; nothing here touches tensor elements.
 #include "neuron.h"
+#include "gate.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/CallOnce.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/node.h>
 
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace torch_neuronx {
 
@@ -20,6 +25,7 @@ void raise_status(vnc_status st, const char* what) {
   if (what) msg = std::string(what) + ": " + msg;
   if (st == VNC_ERR_OUT_OF_MEMORY) TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
   if (st == VNC_ERR_INDEX) TORCH_CHECK_INDEX(false, msg);
+  if (st == VNC_ERR_UNSUPPORTED) throw_unsupported(msg);
   TORCH_CHECK(false, msg);
 }
 
@@ -406,6 +412,54 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   }
   impl->set_data_ptr_noswap(std::move(fresh));  // old block freed: stream-ordered reuse
   impl->set_nbytes(new_bytes);
+}
+
+// ---------------------------------------------------------------- autograd device threads
+//
+// Because deviceCount() > 0, PyTorch's autograd engine runs neuron backward nodes on its own
+// threads, one per device ("pt_autograd_<d>"). Each backward's GraphTask holds Python objects
+// (PyTorch 2.13's _engine_run_backward stashes a contextvars.Context in the thread-local
+// state the GraphTask copies; python hooks, custom Functions). The device thread drops its
+// reference to the GraphTask only after it has woken the caller, so when the caller wins that
+// race the device thread drops the last reference and must take the GIL to free them. If the
+// interpreter starts finalising meanwhile, CPython ends the waiting thread with pthread_exit;
+// the forced unwind crosses the noexcept destructors on its stack and std::terminate aborts
+// the process ("terminate called without an active exception", pytorch/pytorch#38228).
+// CUDA shares the race; a backward followed quickly by exit made it show here.
+//
+// flush_autograd_device_threads runs at Python exit (atexit), before finalisation: it sends
+// one empty node through each device thread and waits for it. A device thread takes the next
+// node only after releasing the previous GraphTask, so afterwards none holds a Python object.
+// The node has sequence number 0, which the ready queue pops after every pending node of
+// user graphs. The flush runs on a fresh C++ thread so its own GraphTask copies no Python
+// thread-local state, and the GIL is released meanwhile so the device threads can take it.
+namespace {
+struct FlushNode final : torch::autograd::Node {
+  FlushNode() : Node(/*sequence_nr=*/0) {}
+  torch::autograd::variable_list apply(torch::autograd::variable_list&&) override { return {}; }
+  std::string name() const override { return "torch_neuronx::AutogradThreadFlush"; }
+};
+}  // namespace
+
+void flush_autograd_device_threads() {
+  if (!vnc_is_initialized() || vnc_in_bad_fork()) return;  // no neuron tensor: no neuron node ran
+  std::exception_ptr error;
+  std::thread flusher([&error] {
+    try {
+      for (int d = 0; d < vnc_device_count(); d++) {
+        at::Tensor grad = at::empty({0}, at::TensorOptions().device(kNeuron, static_cast<c10::DeviceIndex>(d)));
+        auto node = c10::make_intrusive<FlushNode>();
+        node->add_input_metadata(grad);
+        torch::autograd::Engine::get_default_engine().execute({torch::autograd::Edge(node, 0)}, {grad},
+                                                              /*keep_graph=*/false, /*create_graph=*/false,
+                                                              /*accumulate_grad=*/true);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  flusher.join();
+  if (error) std::rethrow_exception(error);
 }
 
 void register_backend() {

@@ -2,6 +2,7 @@
 // shapes, dtypes and errors; launch_ew hands the iterator's geometry to the runtime's
 // elementwise instruction set (runtime/include/vnc/ew_table.h).
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/ops/add_meta.h>
@@ -146,8 +147,8 @@ void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& 
                const char* name, std::initializer_list<double> extra_scalars = {},
                at::ScalarType compute = at::ScalarType::Undefined) {
   if (compute == at::ScalarType::Undefined) compute = iter.common_dtype();
-  TORCH_CHECK(vnc_elementwise_supports(op, static_cast<int32_t>(compute)), "\"", name,
-              "\" not implemented for '", c10::toString(compute), "'");
+  NEURON_CHECK_SUPPORTED(vnc_elementwise_supports(op, static_cast<int32_t>(compute)), "\"", name,
+                         "\" not implemented for '", c10::toString(compute), "' on neuron");
   record_native(name);
   const int nt = iter.ntensors();
   TORCH_CHECK(nt + static_cast<int>(extra_scalars.size()) <= VNC_ITER_MAX_OPERANDS, name, ": too many operands");
@@ -464,6 +465,8 @@ struct PowScalar {
 struct LerpScalar {
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& w, const at::Tensor&) {
+    NEURON_CHECK_SUPPORTED(!at::isComplexType(op.common_dtype()) && !w.isComplex(),
+                           "lerp of ", op.common_dtype(), " tensors is not natively supported on neuron");
     launch_ew(op, VNC_EW_lerp, no_params(), "aten::lerp", {w.toDouble()});
   }
 };
@@ -540,6 +543,7 @@ at::Tensor& nx_logical_not_(at::Tensor& self) { return nx_logical_not_out(self, 
 
 // abs: real tensors only here (complex abs changes dtype; it stays on the fallback).
 at::Tensor& nx_abs_out(const at::Tensor& self, at::Tensor& out) {
+  NEURON_CHECK_SUPPORTED(self.scalar_type() != at::kBool, "abs of bool tensors is not natively supported on neuron");
   if (self.is_complex()) {  // |z| = hypot(re, im), as std::abs of a complex
     const at::Tensor r = at::view_as_real(self);
     return at::hypot_out(out, r.select(-1, 0), r.select(-1, 1));
@@ -688,7 +692,7 @@ at::Tensor& nx_nan_to_num_out(const at::Tensor& self, std::optional<double> nan,
     out.copy_(self);
     return out;
   }
-  TORCH_CHECK(!self.is_complex(), "nan_to_num of complex tensors is not natively supported on neuron");
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), "nan_to_num of complex tensors is not natively supported on neuron");
   vnc_ew_params p{};
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "nan_to_num", [&] {
     p.f[0] = nan.value_or(0.0);
@@ -719,10 +723,8 @@ at::Tensor nx_pow_scalar_base(const at::Scalar& base, const at::Tensor& exponent
 
 // sgn: sign for real dtypes; complex inputs (z / |z|) take the visible CPU fallback.
 at::Tensor& nx_sgn_out(const at::Tensor& self, at::Tensor& out) {
-  if (!self.is_complex()) return at::sign_out(out, self);
-  std::vector<c10::IValue> stack{self, out};
-  run_cpu_fallback("aten::sgn", "out", stack);
-  return out;
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), "sgn of complex tensors is not natively supported on neuron");
+  return at::sign_out(out, self);
 }
 at::Tensor nx_sgn(const at::Tensor& self) {
   at::Tensor out = at::empty({0}, self.options());
@@ -745,7 +747,7 @@ at::Tensor& nx_sgn_(at::Tensor& self) { return nx_sgn_out(self, self); }
 using T = const at::Tensor&;
 using S = const at::Scalar&;
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
 #define REG_UNARY(name) REG3(#name, #name "_", #name ".out", structured_##name, Plain<VNC_EW_##name>)
   NEURON_UNARY_META(REG_UNARY)
 #undef REG_UNARY
@@ -781,7 +783,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG2("tanh_backward", "tanh_backward.grad_input", structured_tanh_backward, Plain<VNC_EW_tanh_backward>, T)
   REG2("threshold_backward", "threshold_backward.grad_input", structured_threshold_backward,
        OneScalar<VNC_EW_threshold_backward>, T, S)
-  REG3("softplus", "softplus_", "softplus.out", structured_softplus, Softplus, S, S)
+  REG2("softplus", "softplus.out", structured_softplus, Softplus, S, S)  // ATen has no softplus_
   REG2("softplus_backward", "softplus_backward.grad_input", structured_softplus_backward, Softplus, T, S, S)
   REG3("leaky_relu", "leaky_relu_", "leaky_relu.out", structured_leaky_relu, OneScalar<VNC_EW_leaky_relu>, S)
   REG2("leaky_relu_backward", "leaky_relu_backward.grad_input", structured_leaky_relu_backward,
@@ -797,13 +799,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG2("softshrink", "softshrink.out", structured_softshrink, Softshrink, S)
   REG2("hardshrink_backward", "hardshrink_backward.grad_input", structured_hardshrink_backward, HardshrinkBackward, T, S)
   REG2("softshrink_backward", "softshrink_backward.grad_input", structured_softshrink_backward, SoftshrinkBackward, T, S)
-  REG3("threshold", "threshold_", "threshold.out", structured_threshold, Threshold, S, S)
-  m.impl("_prelu_kernel", TORCH_FN(nx_prelu));
-  m.impl("_prelu_kernel_backward", TORCH_FN(nx_prelu_backward));
-  m.impl("glu", TORCH_FN(nx_glu));
-  m.impl("glu.out", TORCH_FN(nx_glu_out));
-  m.impl("glu_backward", TORCH_FN(nx_glu_backward));
-  m.impl("glu_backward.grad_input", TORCH_FN(nx_glu_backward_out));
+  // CPU's threshold has no bool or complex kernel: those go to it, and it raises.
+  m.impl("threshold", TORCH_FN((Variants<at::meta::structured_threshold, S, S>::functional<Threshold>)), kRealDtypes);
+  m.impl("threshold_", TORCH_FN((Variants<at::meta::structured_threshold, S, S>::inplace<Threshold>)), kRealDtypes);
+  m.impl("threshold.out", TORCH_FN((Variants<at::meta::structured_threshold, S, S>::out<Threshold>)), kRealDtypes);
+  // CPU's prelu and glu kernels are floating only: other dtypes go to it, and it raises.
+  m.impl("_prelu_kernel", TORCH_FN(nx_prelu), kFloatingDtypes);
+  m.impl("_prelu_kernel_backward", TORCH_FN(nx_prelu_backward), kFloatingDtypes);
+  m.impl("glu", TORCH_FN(nx_glu), kFloatingDtypes);
+  m.impl("glu.out", TORCH_FN(nx_glu_out), kFloatingDtypes);
+  m.impl("glu_backward", TORCH_FN(nx_glu_backward), kFloatingDtypes);
+  m.impl("glu_backward.grad_input", TORCH_FN(nx_glu_backward_out), kFloatingDtypes);
   REG3("xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", structured_xlogy_Tensor, Plain<VNC_EW_xlogy>, T)
   REG3("mish", "mish_", "mish.out", structured_mish, Plain<VNC_EW_mish>)
   m.impl("mish_backward", TORCH_FN(nx_mish_backward));

@@ -4,6 +4,7 @@
 // last. Normalization (0 none, 1 1/sqrt(n), 2 1/n with n the product of the signal sizes, as
 // ATen's fft_norm_mode) is applied by the last transform.
 #include "neuron.h"
+#include "gate.h"
 
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -130,7 +131,7 @@ at::Tensor& fft_c2c_out(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("_fft_r2c", TORCH_FN(fft_r2c));
   m.impl("_fft_r2c.out", TORCH_FN(fft_r2c_out));
   m.impl("_fft_c2r", TORCH_FN(fft_c2r));

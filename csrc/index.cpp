@@ -5,6 +5,7 @@
 // TensorIterator [destination, source, index...] in which the indexed side has stride 0
 // along the indexed dims.
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/MemoryOverlap.h>
@@ -374,6 +375,8 @@ at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor
 // bincount: counts (or summed weights) of each value of a 1-D non-negative integer tensor, as a
 // scatter-add into max(input) + 1 bins (one host read for the size, as the output shape needs).
 at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
+  NEURON_CHECK_SUPPORTED(at::isIntegralType(self.scalar_type(), false), "bincount of ", self.scalar_type(),
+                         " tensors is not natively supported on neuron");  // CPU raises for those
   TORCH_CHECK(self.dim() == 1 && !at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kBool,
               "bincount only supports 1-d non-negative integral inputs.");
   TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
@@ -387,8 +390,8 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
     TORCH_CHECK(self.min().item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
     bins = std::max(bins, self.max().item<int64_t>() + 1);
   }
-  const auto dtype = weighted ? (at::isFloatingType(weights->scalar_type()) ? weights->scalar_type() : at::kDouble)
-                              : at::kLong;
+  // ATen's result dtypes: int64 counts; float32 weights sum in float32, any other in float64.
+  const auto dtype = weighted ? (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble) : at::kLong;
   at::Tensor out = at::zeros({bins}, self.options().dtype(dtype));
   if (self.numel() == 0) return out;
   const at::Tensor src = weighted ? weights->to(dtype) : at::ones({self.size(0)}, out.options());
@@ -415,7 +418,7 @@ using IndexCopyV = Variants<at::meta::structured_index_copy, int64_t, T, T>;
   m.impl(name "_", TORCH_FN(V::inplace<Impl>));                  \
   m.impl(name ".out", TORCH_FN(V::out<Impl>))
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("index.Tensor", TORCH_FN(index));
   m.impl("index.Tensor_out", TORCH_FN(index_out));
   m.impl("_index_put_impl_", TORCH_FN(index_put_impl_));

@@ -1,6 +1,7 @@
 // Matrix products on the neuron key: ATen's meta functions check shapes and dtypes and
 // size the output; the runtime's vnc_gemm (OpenBLAS) computes.
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/ops/_addmm_activation_meta.h>
@@ -26,8 +27,16 @@ vnc_matrix matrix(const at::Tensor& t) {
   return m;
 }
 
+// vnc_gemm's dtypes: floating and integer (not complex or bool: the CPU fallback runs those).
+// Checked before anything is launched, so that the fallback may take over (gate.h).
+void check_gemm_dtype(const char* name, const at::Tensor& out) {
+  NEURON_CHECK_SUPPORTED(!out.is_complex() && out.scalar_type() != at::kBool, "\"", name, "\" not implemented for '",
+                         out.scalar_type(), "' on neuron");
+}
+
 // out = alpha * a @ b + beta * out, for 2-D (or batched 3-D) operands.
 void gemm(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, double alpha, double beta) {
+  check_gemm_dtype(name, out);
   check_same_device(name, out, {&a, &b});
   record_native(name);
   if (out.scalar_type() == at::kDouble) warn_float64(name);
@@ -48,6 +57,7 @@ void gemm(const char* name, const at::Tensor& a, const at::Tensor& b, const at::
 // beta * self (broadcast) + alpha * product: self is copied into out first unless beta is 0.
 void add_product(const char* name, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                  const at::Scalar& beta, const at::Scalar& alpha, const at::Tensor& out) {
+  check_gemm_dtype(name, out);
   double bv = beta.toDouble();
   if (bv != 0.0 && !out.is_same(self)) out.copy_(self.expand(out.sizes()));
   gemm(name, a, b, out, alpha.toDouble(), bv);
@@ -109,28 +119,50 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
   return out;
 }
 
+// addr.out (behind addr_ and out=): PyTorch's device-generic composition (beta * self + alpha *
+// outer(vec1, vec2), native ops) after ATen's CPU checks, which the composition lacks: an
+// in-place self must already have the product's 2-D shape (ATen compares the two arguments by
+// address, as here).
+at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                     const at::Scalar& alpha, at::Tensor& result) {
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  if (&result == &self) {
+    TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
+    TORCH_CHECK(self.size(0) == vec1.size(0) && self.size(1) == vec2.size(0), "size mismatch, input: ", self.sizes(),
+                ", v1: ", vec1.sizes(), ", v2: ", vec2.sizes());
+  }
+  const at::Tensor r = at::addr(self, vec1, vec2, beta, alpha);
+  at::native::resize_output(result, r.sizes());
+  result.copy_(r);
+  return result;
+}
+
 }  // namespace
 
 using T = const at::Tensor&;
 using S = const at::Scalar&;
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mm", TORCH_FN((Variants<at::meta::structured_mm, T>::functional<Mm>)));
-  m.impl("mm.out", TORCH_FN((Variants<at::meta::structured_mm, T>::out<Mm>)));
-  m.impl("bmm", TORCH_FN((Variants<at::meta::structured_bmm, T>::functional<Bmm>)));
-  m.impl("bmm.out", TORCH_FN((Variants<at::meta::structured_bmm, T>::out<Bmm>)));
-  m.impl("addmm", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::functional<Addmm>)));
-  m.impl("addmm_", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::inplace<Addmm>)));
-  m.impl("addmm.out", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::out<Addmm>)));
-  m.impl("_addmm_activation", TORCH_FN((Variants<at::meta::structured__addmm_activation, T, T, S, S, bool>::functional<AddmmActivation>)));
-  m.impl("_addmm_activation.out", TORCH_FN((Variants<at::meta::structured__addmm_activation, T, T, S, S, bool>::out<AddmmActivation>)));
-  m.impl("baddbmm", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::functional<Baddbmm>)));
-  m.impl("baddbmm_", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::inplace<Baddbmm>)));
-  m.impl("baddbmm.out", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::out<Baddbmm>)));
-  m.impl("addmv", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::functional<Addmv>)));
-  m.impl("addmv_", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::inplace<Addmv>)));
-  m.impl("addmv.out", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::out<Addmv>)));
-  m.impl("dot", TORCH_FN(dot));
+// vnc_gemm computes floating and integer products; complex and bool go to the CPU fallback
+// before ATen's metas run (baddbmm's meta already copies self into the output).
+NEURON_LIBRARY_IMPL(m) {
+  m.impl("mm", TORCH_FN((Variants<at::meta::structured_mm, T>::functional<Mm>)), kRealDtypes);
+  m.impl("mm.out", TORCH_FN((Variants<at::meta::structured_mm, T>::out<Mm>)), kRealDtypes);
+  m.impl("bmm", TORCH_FN((Variants<at::meta::structured_bmm, T>::functional<Bmm>)), kRealDtypes);
+  m.impl("bmm.out", TORCH_FN((Variants<at::meta::structured_bmm, T>::out<Bmm>)), kRealDtypes);
+  m.impl("addmm", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::functional<Addmm>)), kRealDtypes);
+  m.impl("addmm_", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::inplace<Addmm>)), kRealDtypes);
+  m.impl("addmm.out", TORCH_FN((Variants<at::meta::structured_addmm, T, T, S, S>::out<Addmm>)), kRealDtypes);
+  m.impl("_addmm_activation", TORCH_FN((Variants<at::meta::structured__addmm_activation, T, T, S, S, bool>::functional<AddmmActivation>)), kRealDtypes);
+  m.impl("_addmm_activation.out", TORCH_FN((Variants<at::meta::structured__addmm_activation, T, T, S, S, bool>::out<AddmmActivation>)), kRealDtypes);
+  m.impl("baddbmm", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::functional<Baddbmm>)), kRealDtypes);
+  m.impl("baddbmm_", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::inplace<Baddbmm>)), kRealDtypes);
+  m.impl("baddbmm.out", TORCH_FN((Variants<at::meta::structured_baddbmm, T, T, S, S>::out<Baddbmm>)), kRealDtypes);
+  m.impl("addmv", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::functional<Addmv>)), kRealDtypes);
+  m.impl("addmv_", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::inplace<Addmv>)), kRealDtypes);
+  m.impl("addmv.out", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::out<Addmv>)), kRealDtypes);
+  m.impl("dot", TORCH_FN(dot), kRealDtypes);
+  m.impl("addr.out", TORCH_FN(addr_out));
 }
 
 }  // namespace torch_neuronx

@@ -5,8 +5,10 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <exception>
 
 #include "neuron.h"
+#include "gate.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -31,17 +33,39 @@ int device_arg(PyObject* arg) {
   return static_cast<int>(d);
 }
 
+// torch_neuronx._warnings.emit(msg, kind) -> bool, installed by _set_warning_function: it
+// attributes the warning to the user's line and may decline a float64 warning of PyTorch's own.
+PyObject* g_warning_function = nullptr;
+
 // Raises `msg` as a Python UserWarning from whichever thread runs the op; a warning turned
-// into an error by the filters propagates as that Python exception.
-void python_warning(const std::string& msg) {
+// into an error by the filters propagates as that Python exception. Returns whether it was
+// emitted.
+bool python_warning(const std::string& msg, WarningKind kind) {
   PyGILState_STATE gil = PyGILState_Ensure();
-  if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) {
+  bool emitted = true;
+  int failed;
+  if (g_warning_function) {
+    PyObject* r = PyObject_CallFunction(g_warning_function, "si", msg.c_str(), static_cast<int>(kind));
+    failed = r == nullptr;
+    if (r) emitted = PyObject_IsTrue(r) == 1;
+    Py_XDECREF(r);
+  } else {
+    failed = PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0;
+  }
+  if (failed) {
     python_error err;
     err.persist();
     PyGILState_Release(gil);
     throw err;
   }
   PyGILState_Release(gil);
+  return emitted;
+}
+
+PyObject* py_set_warning_function(PyObject*, PyObject* fn) {
+  Py_INCREF(fn);
+  Py_XSETREF(g_warning_function, fn);
+  Py_RETURN_NONE;
 }
 
 PyObject* py_register(PyObject*, PyObject*) {
@@ -105,6 +129,20 @@ PyObject* py_synchronize(PyObject*, PyObject* arg) {
   vnc_status st;
   Py_BEGIN_ALLOW_THREADS st = vnc_device_synchronize(d);
   Py_END_ALLOW_THREADS check(st);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// The device threads may be waiting for the GIL to free an earlier GraphTask: release it.
+PyObject* py_flush_autograd_threads(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  std::exception_ptr error;
+  Py_BEGIN_ALLOW_THREADS try {
+    flush_autograd_device_threads();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  Py_END_ALLOW_THREADS if (error) std::rethrow_exception(error);
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
 }
@@ -269,6 +307,41 @@ PyObject* py_fallback_ops(PyObject*, PyObject*) {
 
 PyObject* py_fallback_total(PyObject*, PyObject*) { return PyLong_FromLongLong(fallback_op_total()); }
 
+// Coverage recording for the conformance harness: _set_coverage(on) turns it on or off;
+// _take_reached() returns the registered overloads called since the last take ("aten::x.y").
+PyObject* py_set_coverage(PyObject*, PyObject* on) {
+  g_coverage_on.store(PyObject_IsTrue(on) == 1);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_take_reached(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  auto names = take_reached();
+  PyObject* l = PyList_New(static_cast<Py_ssize_t>(names.size()));
+  for (size_t i = 0; i < names.size(); i++)
+    PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyUnicode_FromString(names[i].c_str()));
+  return l;
+  END_HANDLE_TH_ERRORS
+}
+
+// {"aten::<overload>": ["float32", ...]}: the dtypes kernels registered with a dtype set run
+// natively (for the first tensor argument); other dtypes take the CPU fallback.
+PyObject* py_native_dtypes(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  PyObject* d = PyDict_New();
+  for (auto& [name, types] : native_dtype_table()) {
+    PyObject* l = PyList_New(static_cast<Py_ssize_t>(types.size()));
+    for (size_t i = 0; i < types.size(); i++) {
+      std::string t(c10::getDtypeNames(types[i]).first);
+      PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyUnicode_FromString(t.c_str()));
+    }
+    PyDict_SetItemString(d, name.c_str(), l);
+    Py_DECREF(l);
+  }
+  return d;
+  END_HANDLE_TH_ERRORS
+}
+
 PyObject* py_clear_op_tracking(PyObject*, PyObject*) {
   clear_op_tracking();
   Py_RETURN_NONE;
@@ -347,6 +420,8 @@ PyObject* py_reduction_geometry(PyObject*, PyObject* args) {
 PyMethodDef methods[] = {
     {"_reduction_geometry", py_reduction_geometry, METH_VARARGS, nullptr},
     {"_register", py_register, METH_NOARGS, "Register hooks, guard, allocator (once)."},
+    {"_set_warning_function", py_set_warning_function, METH_O,
+     "fn(message, kind) -> bool raises the backend's warnings (kind 0: CPU fallback, 1: float64)."},
     {"_device_count", py_device_count, METH_NOARGS, nullptr},
     {"_is_initialized", py_is_initialized, METH_NOARGS, nullptr},
     {"_in_bad_fork", py_in_bad_fork, METH_NOARGS, nullptr},
@@ -360,6 +435,7 @@ PyMethodDef methods[] = {
     {"_set_device", py_set_device, METH_O, nullptr},
     {"_check_device", py_check_device, METH_O, nullptr},
     {"_synchronize", py_synchronize, METH_O, nullptr},
+    {"_flush_autograd_threads", py_flush_autograd_threads, METH_NOARGS, nullptr},
     {"_capacity", py_capacity, METH_O, nullptr},
     {"_physical_id", py_physical_id, METH_O, nullptr},
     {"_memory_stats", py_memory_stats, METH_O, nullptr},
@@ -373,6 +449,9 @@ PyMethodDef methods[] = {
     {"_get_rng_state", py_get_rng_state, METH_O, nullptr},
     {"_set_rng_state", py_set_rng_state, METH_VARARGS, nullptr},
     {"_executed_ops", py_executed_ops, METH_NOARGS, nullptr},
+    {"_native_dtypes", py_native_dtypes, METH_NOARGS, nullptr},
+    {"_set_coverage", py_set_coverage, METH_O, nullptr},
+    {"_take_reached", py_take_reached, METH_NOARGS, nullptr},
     {"_fallback_ops", py_fallback_ops, METH_NOARGS, nullptr},
     {"_fallback_total", py_fallback_total, METH_NOARGS, nullptr},
     {"_clear_op_tracking", py_clear_op_tracking, METH_NOARGS, nullptr},

@@ -19,6 +19,7 @@ constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 
 // Throws the Python exception matching a runtime status: torch.OutOfMemoryError for
 // VNC_ERR_OUT_OF_MEMORY, IndexError-free RuntimeError otherwise, with the runtime's message.
+// VNC_ERR_UNSUPPORTED raises UnsupportedOnNeuron (gate.h: the op takes the CPU fallback).
 void raise_status(vnc_status st, const char* what);
 inline void check(vnc_status st, const char* what = nullptr) {
   if (st != VNC_OK) raise_status(st, what);
@@ -68,9 +69,12 @@ void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::I
 // Emits a UserWarning whose text is exactly `msg`. The Python module installs a handler
 // that raises it as a Python warning (filters apply; no C++ source location appended);
 // without one it goes through TORCH_WARN.
-using WarningHandler = void (*)(const std::string& msg);
+// kind: what the warning is about; the handler may decline a float64 warning caused by
+// PyTorch's own code (GradScaler's float64 scale arithmetic), returning false (not emitted).
+enum class WarningKind { kFallback = 0, kFloat64 = 1 };
+using WarningHandler = bool (*)(const std::string& msg, WarningKind kind);
 void set_warning_handler(WarningHandler handler);
-void user_warning(const std::string& msg);
+bool user_warning(const std::string& msg, WarningKind kind);
 
 // Emits the one-per-process warning of the float64 device rule.
 void warn_float64(const char* op);
@@ -78,6 +82,10 @@ void warn_float64(const char* op);
 // Registers hooks, guard, allocator and generators (once; after the Python-side check that
 // the PrivateUse1 slot is free).
 void register_backend();
+
+// Waits until PyTorch's autograd device threads for neuron hold no GraphTask (called at
+// Python exit with the GIL released; see device.cpp).
+void flush_autograd_device_threads();
 
 // Generator state (Philox seed and offset) of `device`'s default generator.
 at::Generator& default_generator(c10::DeviceIndex device);

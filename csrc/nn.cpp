@@ -4,6 +4,7 @@
 // arange, eye, linspace, tril/triu. ATen's meta functions (where they exist) check arguments
 // and size outputs; the runtime's vnc/nn.h and vnc/embedding_bag.h kernels compute.
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/OpMathType.h>
@@ -903,6 +904,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
 // ---------------------------------------------------------------- arange, tril/triu
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  NEURON_CHECK_SUPPORTED(out.scalar_type() != at::kBool && !out.is_complex(), "arange of ", out.scalar_type(),
+                         " is not natively supported on neuron");  // CPU refuses those
   record_native("aten::arange");
   double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
   TORCH_CHECK(st != 0, "step must be nonzero");
@@ -949,11 +952,8 @@ at::Tensor eye(int64_t n, std::optional<at::ScalarType> dtype, std::optional<at:
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   // Complex outputs take the visible CPU fallback.
-  if (out.is_complex()) {
-    std::vector<c10::IValue> stack{start, end, steps, out};
-    run_cpu_fallback("aten::linspace", "out", stack);
-    return out;
-  }
+  NEURON_CHECK_SUPPORTED(!out.is_complex(), "linspace with a ", out.scalar_type(),
+                         " output is not natively supported on neuron");
   record_native("aten::linspace");
   if (out.numel() != steps) at::native::resize_output(out, {steps});
   if (steps == 0) return out;
@@ -1040,6 +1040,10 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   if ((train.has_value() && !*train) || p == 0 || input.numel() == 0)
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  // F.dropout reaches this kernel on neuron; on CPU it draws its mask with bernoulli_ in the
+  // input's dtype, which has no complex kernel: refuse complex inputs as CPU's dropout does.
+  TORCH_CHECK_NOT_IMPLEMENTED(!input.is_complex(), "\"bernoulli_\" not implemented for '", input.scalar_type(),
+                              "' (dropout draws its mask in the input's dtype)");
   if (p == 1) return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
   at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
   mask.bernoulli_(1 - p);
@@ -1055,43 +1059,45 @@ at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tens
 
 using T = const at::Tensor&;
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_softmax", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::functional<Softmax<false>>)));
-  m.impl("_softmax.out", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::out<Softmax<false>>)));
-  m.impl("_log_softmax", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::functional<Softmax<true>>)));
-  m.impl("_log_softmax.out", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::out<Softmax<true>>)));
+// Softmax, layer norm, the losses and log_sigmoid run natively for floating dtypes only, as CPU's
+// kernels do; other dtypes go to the CPU fallback (gate.h), which computes or raises as CPU.
+NEURON_LIBRARY_IMPL(m) {
+  m.impl("_softmax", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::functional<Softmax<false>>)), kFloatingDtypes);
+  m.impl("_softmax.out", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::out<Softmax<false>>)), kFloatingDtypes);
+  m.impl("_log_softmax", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::functional<Softmax<true>>)), kFloatingDtypes);
+  m.impl("_log_softmax.out", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::out<Softmax<true>>)), kFloatingDtypes);
   m.impl("_softmax_backward_data",
-         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<false>>)));
+         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<false>>)), kFloatingDtypes);
   m.impl("_softmax_backward_data.out",
-         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<false>>)));
+         TORCH_FN((Variants<at::meta::structured__softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<false>>)), kFloatingDtypes);
   m.impl("_log_softmax_backward_data",
-         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<true>>)));
+         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::functional<SoftmaxBackward<true>>)), kFloatingDtypes);
   m.impl("_log_softmax_backward_data.out",
-         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<true>>)));
-  m.impl("native_layer_norm", TORCH_FN(layer_norm));
-  m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward));
-  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
-  m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
-  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
-  m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
-  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward));
-  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
-  m.impl("binary_cross_entropy", TORCH_FN(nx_binary_cross_entropy));
-  m.impl("binary_cross_entropy_backward", TORCH_FN(nx_binary_cross_entropy_backward));
-  m.impl("mse_loss", TORCH_FN(nx_mse_loss));
-  m.impl("mse_loss.out", TORCH_FN(nx_mse_loss_out));
-  m.impl("mse_loss_backward", TORCH_FN(nx_mse_loss_backward));
-  m.impl("mse_loss_backward.grad_input", TORCH_FN(nx_mse_loss_backward_out));
-  m.impl("smooth_l1_loss", TORCH_FN(nx_smooth_l1_loss));
-  m.impl("smooth_l1_loss.out", TORCH_FN(nx_smooth_l1_loss_out));
-  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(nx_smooth_l1_loss_backward_out));
-  m.impl("huber_loss", TORCH_FN(nx_huber_loss));
-  m.impl("huber_loss.out", TORCH_FN(nx_huber_loss_out));
-  m.impl("huber_loss_backward.out", TORCH_FN(nx_huber_loss_backward_out));
-  m.impl("log_sigmoid_forward", TORCH_FN(nx_log_sigmoid_forward));
-  m.impl("log_sigmoid_forward.output", TORCH_FN(nx_log_sigmoid_forward_out));
-  m.impl("log_sigmoid_backward", TORCH_FN(nx_log_sigmoid_backward));
-  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(nx_log_sigmoid_backward_out));
+         TORCH_FN((Variants<at::meta::structured__log_softmax_backward_data, T, int64_t, at::ScalarType>::out<SoftmaxBackward<true>>)), kFloatingDtypes);
+  m.impl("native_layer_norm", TORCH_FN(layer_norm), kFloatingDtypes);
+  m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward), kFloatingDtypes);
+  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward), kFloatingDtypes);
+  m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out), kFloatingDtypes);
+  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward), kFloatingDtypes);
+  m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out), kFloatingDtypes);
+  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward), kFloatingDtypes);
+  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward), kFloatingDtypes);
+  m.impl("binary_cross_entropy", TORCH_FN(nx_binary_cross_entropy), kFloatingDtypes);
+  m.impl("binary_cross_entropy_backward", TORCH_FN(nx_binary_cross_entropy_backward), kFloatingDtypes);
+  m.impl("mse_loss", TORCH_FN(nx_mse_loss), kFloatingDtypes);
+  m.impl("mse_loss.out", TORCH_FN(nx_mse_loss_out), kFloatingDtypes);
+  m.impl("mse_loss_backward", TORCH_FN(nx_mse_loss_backward), kFloatingDtypes);
+  m.impl("mse_loss_backward.grad_input", TORCH_FN(nx_mse_loss_backward_out), kFloatingDtypes);
+  m.impl("smooth_l1_loss", TORCH_FN(nx_smooth_l1_loss), kFloatingDtypes);
+  m.impl("smooth_l1_loss.out", TORCH_FN(nx_smooth_l1_loss_out), kFloatingDtypes);
+  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(nx_smooth_l1_loss_backward_out), kFloatingDtypes);
+  m.impl("huber_loss", TORCH_FN(nx_huber_loss), kFloatingDtypes);
+  m.impl("huber_loss.out", TORCH_FN(nx_huber_loss_out), kFloatingDtypes);
+  m.impl("huber_loss_backward.out", TORCH_FN(nx_huber_loss_backward_out), kFloatingDtypes);
+  m.impl("log_sigmoid_forward", TORCH_FN(nx_log_sigmoid_forward), kFloatingDtypes);
+  m.impl("log_sigmoid_forward.output", TORCH_FN(nx_log_sigmoid_forward_out), kFloatingDtypes);
+  m.impl("log_sigmoid_backward", TORCH_FN(nx_log_sigmoid_backward), kFloatingDtypes);
+  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(nx_log_sigmoid_backward_out), kFloatingDtypes);
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));
@@ -1099,18 +1105,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", TORCH_FN(index_select));
   m.impl("index_select.out", TORCH_FN(index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
-  m.impl("multi_margin_loss", TORCH_FN(nx_multi_margin_loss));
-  m.impl("multi_margin_loss.out", TORCH_FN(nx_multi_margin_loss_out));
-  m.impl("multi_margin_loss_backward", TORCH_FN(nx_multi_margin_loss_backward));
-  m.impl("multi_margin_loss_backward.grad_input", TORCH_FN(nx_multi_margin_loss_backward_out));
-  m.impl("multilabel_margin_loss_forward", TORCH_FN(nx_multilabel_margin_loss_forward));
-  m.impl("multilabel_margin_loss_forward.output", TORCH_FN(nx_multilabel_margin_loss_forward_out));
-  m.impl("multilabel_margin_loss_backward", TORCH_FN(nx_multilabel_margin_loss_backward));
-  m.impl("multilabel_margin_loss_backward.grad_input", TORCH_FN(nx_multilabel_margin_loss_backward_out));
-  m.impl("_ctc_loss", TORCH_FN(ctc_loss));
-  m.impl("_ctc_loss.Tensor", TORCH_FN(ctc_loss_tensor));
-  m.impl("_ctc_loss_backward", TORCH_FN(ctc_loss_backward));
-  m.impl("_ctc_loss_backward.Tensor", TORCH_FN(ctc_loss_backward_tensor));
+  // CPU's margin and CTC losses are float32/float64 only: other dtypes go to it, and it raises.
+  m.impl("multi_margin_loss", TORCH_FN(nx_multi_margin_loss), kF32F64Dtypes);
+  m.impl("multi_margin_loss.out", TORCH_FN(nx_multi_margin_loss_out), kF32F64Dtypes);
+  m.impl("multi_margin_loss_backward", TORCH_FN(nx_multi_margin_loss_backward), kF32F64Dtypes);
+  m.impl("multi_margin_loss_backward.grad_input", TORCH_FN(nx_multi_margin_loss_backward_out), kF32F64Dtypes);
+  m.impl("multilabel_margin_loss_forward", TORCH_FN(nx_multilabel_margin_loss_forward), kF32F64Dtypes);
+  m.impl("multilabel_margin_loss_forward.output", TORCH_FN(nx_multilabel_margin_loss_forward_out), kF32F64Dtypes);
+  m.impl("multilabel_margin_loss_backward", TORCH_FN(nx_multilabel_margin_loss_backward), kF32F64Dtypes);
+  m.impl("multilabel_margin_loss_backward.grad_input", TORCH_FN(nx_multilabel_margin_loss_backward_out), kF32F64Dtypes);
+  m.impl("_ctc_loss", TORCH_FN(ctc_loss), kF32F64Dtypes);
+  m.impl("_ctc_loss.Tensor", TORCH_FN(ctc_loss_tensor), kF32F64Dtypes);
+  m.impl("_ctc_loss_backward", TORCH_FN(ctc_loss_backward), kF32F64Dtypes);
+  m.impl("_ctc_loss_backward.Tensor", TORCH_FN(ctc_loss_backward_tensor), kF32F64Dtypes);
   m.impl("_embedding_bag", TORCH_FN(embedding_bag));
   m.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag_forward_only));
   m.impl("_embedding_bag_backward", TORCH_FN(embedding_bag_backward));

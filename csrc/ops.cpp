@@ -2,11 +2,13 @@
 // fill, random fills, and the boxed CPU fallback for every other op. Each kernel unpacks
 // its tensors into vnc_tensor views and calls one runtime function.
 #include "neuron.h"
+#include "gate.h"
 
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_nested_view_from_buffer_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -23,6 +25,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <set>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -91,9 +95,10 @@ std::atomic<WarningHandler> g_warning_handler{nullptr};
 
 void set_warning_handler(WarningHandler handler) { g_warning_handler = handler; }
 
-void user_warning(const std::string& msg) {
-  if (WarningHandler h = g_warning_handler.load()) h(msg);
-  else TORCH_WARN(msg);
+bool user_warning(const std::string& msg, WarningKind kind) {
+  if (WarningHandler h = g_warning_handler.load()) return h(msg, kind);
+  TORCH_WARN(msg);
+  return true;
 }
 
 // Callers pass literals or strings that live as long as the process, so each thread caches
@@ -116,7 +121,7 @@ void record_fallback(const std::string& op) {
     if (t.fallbacks.size() < fallback_cap()) t.fallbacks.push_back(op);
     first = t.warned.insert(op).second;
   }
-  if (first) user_warning("Operator '" + op + "' executed via CPU fallback");
+  if (first) user_warning("Operator '" + op + "' executed via CPU fallback", WarningKind::kFallback);
 }
 
 bool tracking_paused() { return g_paused; }
@@ -153,12 +158,16 @@ void clear_op_tracking() {
   t.fallback_total = 0;
 }
 
+// Once per process, at the first float64 op of the user's own (the handler declines those of
+// PyTorch's internals, which do not count).
 void warn_float64(const char* op) {
   static std::atomic<bool> warned{false};
-  if (!g_paused && !warned.exchange(true))
-    user_warning(std::string("float64 is not natively supported on neuron: ") + op +
-                 " (and every later float64 op) executed as float32 on neuron; inputs are "
-                 "rounded to float32 and results stored as float64");
+  if (g_paused || warned.load(std::memory_order_relaxed)) return;
+  if (user_warning(std::string("float64 is not natively supported on neuron: ") + op +
+                       " (and every later float64 op) executed as float32 on neuron; inputs are "
+                       "rounded to float32 and results stored as float64",
+                   WarningKind::kFloat64))
+    warned.store(true);
 }
 
 namespace {
@@ -428,132 +437,172 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 
 // ---------------------------------------------------------------- random fills
+// ATen's own distribution templates (ATen/native/DistributionTemplates.h) check the arguments,
+// bounds and dtypes, return early for empty tensors and draw complex tensors on their real
+// view, exactly as on CPU; the kernels below only draw, on the device's Philox generator.
+// A dtype CPU's kernel refuses goes to the CPU fallback (gate.h), which raises CPU's error.
 
+namespace tmpl = at::native::templates;
+struct PhiloxRNG {};  // the templates' generator type parameter; ours comes from philox_reserve
+
+// Draws into `t` (any strides) with numel Philox counters reserved from the generator.
 template <typename F>
-at::Tensor& random_fill(at::Tensor& self, const char* op, const std::optional<at::Generator>& gen, F launch) {
-  if (self.numel() == 0) return self;
-  if (self.scalar_type() == at::kDouble) warn_float64(op);
-  c10::DeviceGuard guard(self.device());
-  auto [seed, offset] = philox_reserve(gen, self.device().index(), self.numel());
-  vnc_tensor t = to_vnc(self);
-  check(launch(stream_of(self), &t, seed, offset));
-  return self;
+void draw(const at::TensorBase& t, const char* op, const std::optional<at::Generator>& gen, F launch) {
+  if (t.numel() == 0) return;
+  if (t.scalar_type() == at::kDouble) warn_float64(op);
+  c10::DeviceGuard guard(t.device());
+  auto [seed, offset] = philox_reserve(gen, t.device().index(), t.numel());
+  vnc_tensor v = to_vnc(t);
+  check(launch(stream_of(t), &v, seed, offset));
 }
+
+void need_floating(const char* op, const at::TensorBase& t) {
+  NEURON_CHECK_SUPPORTED(at::isFloatingType(t.scalar_type()), op, " of ", t.scalar_type(),
+                         " tensors is not natively supported on neuron");
+}
+
+template <typename RNG>
+struct UniformKernel {
+  void operator()(at::TensorIteratorBase& iter, double from, double to, std::optional<at::Generator> gen) {
+    draw(iter.tensor_base(0), "aten::uniform_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+      return vnc_rng_uniform(s, t, from, to, seed, off);
+    });
+  }
+};
+
+template <typename RNG>
+struct NormalKernel {
+  void operator()(const at::TensorBase& self, double mean, double std, std::optional<at::Generator> gen) {
+    need_floating("normal_", self);
+    draw(self, "aten::normal_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+      return vnc_rng_normal(s, t, mean, std, seed, off);
+    });
+  }
+};
+
+template <typename RNG>
+struct ExponentialKernel {
+  void operator()(at::TensorIteratorBase& iter, double lambd, std::optional<at::Generator> gen) {
+    need_floating("exponential_", iter.tensor_base(0));
+    draw(iter.tensor_base(0), "aten::exponential_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+      return vnc_rng_exponential(s, t, lambd, seed, off);
+    });
+  }
+};
+
+// Integers uniform in [base, base + range) (range 0: all 2^64 values).
+void draw_integers(const at::TensorBase& t, uint64_t range, int64_t base, const std::optional<at::Generator>& gen) {
+  NEURON_CHECK_SUPPORTED(!t.is_complex(), "random_ of complex tensors is not natively supported on neuron");
+  draw(t, "aten::random_", gen, [&](vnc_stream* s, vnc_tensor* v, uint64_t seed, uint64_t off) {
+    return vnc_rng_random(s, v, base, range, seed, off);
+  });
+}
+
+template <typename RNG>
+struct RandomFromToKernel {
+  void operator()(at::TensorIteratorBase& iter, uint64_t range, int64_t base, std::optional<at::Generator> gen) {
+    draw_integers(iter.tensor_base(0), range, base, gen);
+  }
+  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator> gen) {
+    draw_integers(iter.tensor_base(0), 0, std::numeric_limits<int64_t>::lowest(), gen);
+  }
+};
+
+// random_() without bounds: [0, 2^digits] for floating types, [0, max] for integers (as ATen).
+template <typename RNG>
+struct RandomKernel {
+  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator> gen) {
+    const at::TensorBase& t = iter.tensor_base(0);
+    uint64_t range = 0;
+    switch (t.scalar_type()) {
+      case at::kBool: range = 2; break;
+      case at::kHalf: range = (uint64_t{1} << 11) + 1; break;
+      case at::kBFloat16: range = (uint64_t{1} << 8) + 1; break;
+      case at::kFloat:
+      case at::kDouble: range = (uint64_t{1} << 24) + 1; break;  // float64 by the float32 rule
+      default:
+        if (at::isIntegralType(t.scalar_type(), false))
+          AT_DISPATCH_V2(t.scalar_type(), "random_", AT_WRAP([&] {
+                           range = static_cast<uint64_t>(std::numeric_limits<scalar_t>::max()) + 1;
+                         }), AT_EXPAND(AT_INTEGRAL_TYPES));
+    }
+    draw_integers(t, range, 0, gen);
+  }
+};
+
+template <typename RNG>
+struct BernoulliKernel {
+  void operator()(const at::TensorBase& self, double p, std::optional<at::Generator> gen) {
+    NEURON_CHECK_SUPPORTED(!self.is_complex(), "bernoulli_ of complex tensors is not natively supported on neuron");
+    draw(self, "aten::bernoulli_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+      return vnc_rng_bernoulli(s, t, p, nullptr, seed, off);
+    });
+  }
+  void operator()(const at::TensorBase& self, const at::TensorBase& p_, std::optional<at::Generator> gen) {
+    NEURON_CHECK_SUPPORTED(!self.is_complex() && at::isFloatingType(p_.scalar_type()), "bernoulli_ of ",
+                           self.scalar_type(), " tensors with ", p_.scalar_type(),
+                           " probabilities is not natively supported on neuron");
+    at::Tensor p = at::Tensor(p_).to(self.device());
+    vnc_tensor pv = to_vnc(p);
+    draw(self, "aten::bernoulli_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+      return vnc_rng_bernoulli(s, t, 0.0, &pv, seed, off);
+    });
+  }
+};
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::uniform_");
-  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
-              " > to=", to);
-  return random_fill(self, "aten::uniform_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-    return vnc_rng_uniform(s, t, from, to, seed, off);
-  });
+  return tmpl::uniform_impl_<UniformKernel, PhiloxRNG>(self, from, to, gen);
 }
-
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::normal_");
-  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  // Complex: the real and imaginary parts each get half the variance (as ATen).
-  at::Tensor target = self.is_complex() ? at::view_as_real(self) : self;
-  const double sd = self.is_complex() ? std / std::sqrt(2.0) : std;
-  random_fill(target, "aten::normal_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-    return vnc_rng_normal(s, t, mean, sd, seed, off);
-  });
-  return self;
+  return tmpl::normal_impl_<NormalKernel, PhiloxRNG>(self, mean, std, gen);
 }
-
 // normal with a tensor mean and/or std: N(0, 1) (or N(0, std)) draws scaled and shifted by
-// native ops, as ATen's CPU kernels compose them.
+// native ops, as ATen composes them.
 at::Tensor normal_tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> gen) {
-  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  at::Tensor out = at::empty_like(mean, at::MemoryFormat::Contiguous);
-  normal_(out, 0.0, std, gen);
-  return out.add_(mean);
+  return tmpl::normal_impl<NormalKernel, PhiloxRNG>(mean, std, gen);
 }
 at::Tensor normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> gen) {
-  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
-  TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
-  at::Tensor out = at::empty_like(std, at::MemoryFormat::Contiguous);
-  normal_(out, 0.0, 1.0, gen);
-  return out.mul_(std).add_(mean);
+  return tmpl::normal_impl<NormalKernel, PhiloxRNG>(mean, std, gen);
 }
 at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen) {
-  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
-  TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
-  at::Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options());
-  normal_(out, 0.0, 1.0, gen);
-  return out.mul_(std).add_(mean);
+  return tmpl::normal_impl<NormalKernel, PhiloxRNG>(mean, std, gen);
 }
-
+at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std, std::optional<at::Generator> gen,
+                                    at::Tensor& out) {
+  return tmpl::normal_out_impl<NormalKernel, PhiloxRNG>(out, mean, std, gen);
+}
+at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std, std::optional<at::Generator> gen,
+                                    at::Tensor& out) {
+  return tmpl::normal_out_impl<NormalKernel, PhiloxRNG>(out, mean, std, gen);
+}
+at::Tensor& normal_tensor_tensor_out(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen,
+                                     at::Tensor& out) {
+  return tmpl::normal_out_impl<NormalKernel, PhiloxRNG>(out, mean, std, gen);
+}
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::exponential_");
-  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
-  return random_fill(self, "aten::exponential_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-    return vnc_rng_exponential(s, t, lambd, seed, off);
-  });
+  return tmpl::exponential_impl_<ExponentialKernel, PhiloxRNG>(self, lambd, gen);
 }
-
-// Largest value random_() draws by default: 2^digits for floating types (float64 by the
-// float32 rule), the type's maximum for integers (as ATen's random_from_to).
-int64_t random_default_max(at::ScalarType st) {
-  switch (st) {
-    case at::kBool: return 1;
-    case at::kHalf: return int64_t{1} << 11;
-    case at::kBFloat16: return int64_t{1} << 8;
-    case at::kFloat:
-    case at::kDouble: return int64_t{1} << 24;
-    default: {
-      int64_t m = 0;
-      AT_DISPATCH_V2(st, "random_", AT_WRAP([&] { m = static_cast<int64_t>(std::numeric_limits<scalar_t>::max()); }),
-                     AT_EXPAND(AT_INTEGRAL_TYPES));
-      return m;
-    }
-  }
-}
-
-at::Tensor& random_range(at::Tensor& self, int64_t from, std::optional<int64_t> to_opt,
-                         std::optional<at::Generator> gen) {
-  NEURON_TRACK("aten::random_");
-  TORCH_CHECK(!self.is_complex(), "random_ is not implemented for complex tensors");
-  uint64_t range;
-  if (to_opt) {
-    TORCH_CHECK(from < *to_opt, "random_ expects 'from' to be less than 'to', but got from=", from,
-                " >= to=", *to_opt);
-    range = static_cast<uint64_t>(*to_opt) - static_cast<uint64_t>(from);
-  } else {
-    int64_t hi = random_default_max(self.scalar_type());
-    TORCH_CHECK(from <= hi, "random_ expects 'from' to be at most ", hi, ", but got from=", from);
-    range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(from) + 1;  // 0 means 2^64
-  }
-  return random_fill(self, "aten::random_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-    return vnc_rng_random(s, t, from, range, seed, off);
-  });
-}
-
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
-  return random_range(self, from, to, gen);
+  NEURON_TRACK("aten::random_");
+  return tmpl::random_from_to_impl<RandomFromToKernel, PhiloxRNG>(self, from, to, gen);
 }
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
-  return random_range(self, 0, to, gen);
+  return random_from(self, 0, to, gen);
 }
 at::Tensor& random_default(at::Tensor& self, std::optional<at::Generator> gen) {
-  return random_range(self, 0, std::nullopt, gen);
+  NEURON_TRACK("aten::random_");
+  return tmpl::random_impl<RandomKernel, PhiloxRNG>(self, gen);
 }
-
 at::Tensor& bernoulli_scalar(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::bernoulli_");
-  TORCH_CHECK(p >= 0.0 && p <= 1.0, "bernoulli_ expects p to be in [0, 1], but got p=", p);
-  return random_fill(self, "aten::bernoulli_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-    return vnc_rng_bernoulli(s, t, p, nullptr, seed, off);
-  });
+  return tmpl::bernoulli_impl_<BernoulliKernel, PhiloxRNG>(self, p, gen);
 }
-
-at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p_, std::optional<at::Generator> gen) {
+at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::bernoulli_");
-  at::Tensor p = p_.to(self.device());
-  vnc_tensor pv = to_vnc(p);
-  return random_fill(self, "aten::bernoulli_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-    return vnc_rng_bernoulli(s, t, 0.0, &pv, seed, off);
-  });
+  return tmpl::bernoulli_impl_<BernoulliKernel, PhiloxRNG>(self, p, gen);
 }
 
 // ---------------------------------------------------------------- boxed CPU fallback
@@ -636,6 +685,9 @@ struct FallbackScope {
   FallbackScope& operator=(const FallbackScope&) = delete;
 };
 
+// The refusal of the native kernel this fallback stands in for (gate.h), if any.
+thread_local const std::string* g_fallback_reason = nullptr;
+
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = schema.operator_name().name;
@@ -644,9 +696,10 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TORCH_CHECK(!(ret.alias_info() && !ret.alias_info()->isWrite()), "Operator '", name,
                 "' returns a view but has no neuron kernel; the CPU fallback cannot keep its "
                 "aliasing. Please report this as a bug of torch_neuronx.");
-  TORCH_CHECK_NOT_IMPLEMENTED(!g_strict, "Operator '", name,
-                              "' has no native neuron kernel and TORCH_NEURONX_STRICT=1 forbids "
-                              "its CPU fallback");
+  const std::string* reason = std::exchange(g_fallback_reason, nullptr);  // not for nested fallbacks
+  TORCH_CHECK_NOT_IMPLEMENTED(!g_strict, "Operator '", name, "' has no native neuron kernel",
+                              reason ? " for these inputs (" + *reason + ")" : std::string(),
+                              " and TORCH_NEURONX_STRICT=1 forbids its CPU fallback");
   const auto& args_schema = schema.arguments();
   const size_t nargs = args_schema.size();
   const size_t base = stack->size() - nargs;
@@ -733,6 +786,70 @@ void check_same_device(const char* op, const at::Tensor& ref, std::initializer_l
                 t->device(), "! (in ", op, ")");
 }
 
+void throw_unsupported(const std::string& msg) {
+  throw UnsupportedOnNeuron({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg);
+}
+
+void cpu_fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) { neuron_fallback(op, stack); }
+
+namespace {
+std::map<std::string, DtypeSet>& native_dtype_map() {
+  static auto* m = new std::map<std::string, DtypeSet>();  // leaked: read during teardown
+  return *m;
+}
+}  // namespace
+
+namespace {
+struct Coverage {
+  std::mutex mu;
+  std::set<std::string> reached;
+};
+Coverage& coverage() {
+  static auto* c = new Coverage();  // leaked: used during teardown
+  return *c;
+}
+}  // namespace
+
+void note_reached(const std::string& schema_name) {
+  auto& c = coverage();
+  std::lock_guard<std::mutex> g(c.mu);
+  c.reached.insert(schema_name);
+}
+
+std::vector<std::string> take_reached() {
+  auto& c = coverage();
+  std::lock_guard<std::mutex> g(c.mu);
+  std::vector<std::string> out;
+  for (const auto& n : c.reached) out.push_back("aten::" + n);
+  c.reached.clear();
+  return out;
+}
+
+void note_native_dtypes(const std::string& schema_name, DtypeSet native) {
+  if (native != kAnyDtype) native_dtype_map()[schema_name] = native;
+}
+
+std::vector<std::pair<std::string, std::vector<at::ScalarType>>> native_dtype_table() {
+  std::vector<std::pair<std::string, std::vector<at::ScalarType>>> out;
+  for (const auto& [name, set] : native_dtype_map()) {
+    std::vector<at::ScalarType> types;
+    for (int k = 0; k < static_cast<int>(at::ScalarType::NumOptions) && k < 64; k++)
+      if (in_set(set, static_cast<at::ScalarType>(k))) types.push_back(static_cast<at::ScalarType>(k));
+    out.emplace_back("aten::" + name, std::move(types));
+  }
+  return out;
+}
+
+FallbackReason::FallbackReason(const std::string& why) : previous_(g_fallback_reason) { g_fallback_reason = &why; }
+FallbackReason::~FallbackReason() { g_fallback_reason = previous_; }
+
+c10::OperatorHandle aten_op(const std::string& schema_name) {
+  const size_t dot = schema_name.find('.');
+  const std::string name = "aten::" + schema_name.substr(0, dot);
+  const std::string overload = dot == std::string::npos ? "" : schema_name.substr(dot + 1);
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+}
+
 void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::IValue>& stack) {
   auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
   neuron_fallback(op, &stack);
@@ -749,7 +866,7 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) || (dense(self) && dense(from));
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty_strided", TORCH_FN(empty_strided));
@@ -778,6 +895,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
   m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
   m.impl("normal.Tensor_Tensor", TORCH_FN(normal_tensor_tensor));
+  m.impl("normal.Tensor_float_out", TORCH_FN(normal_tensor_float_out));
+  m.impl("normal.float_Tensor_out", TORCH_FN(normal_float_tensor_out));
+  m.impl("normal.Tensor_Tensor_out", TORCH_FN(normal_tensor_tensor_out));
   m.impl("exponential_", TORCH_FN(exponential_));
   m.impl("random_.from", TORCH_FN(random_from));
   m.impl("random_.to", TORCH_FN(random_to));

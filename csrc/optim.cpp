@@ -3,6 +3,7 @@
 // (vnc/optim.h) updates the whole parameter list; device scalars (step counts, lr,
 // grad_scale, found_inf) are read when the task runs, so nothing synchronises the host.
 #include "neuron.h"
+#include "gate.h"
 
 #include <torch/library.h>
 
@@ -158,7 +159,7 @@ void fused_sgd_tensor_lr(at::TensorList self, at::TensorList grads, at::TensorLi
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("_fused_adam_", TORCH_FN(fused_adam_float_lr<false>));
   m.impl("_fused_adam_.tensor_lr", TORCH_FN(fused_adam_tensor_lr<false>));
   m.impl("_fused_adamw_", TORCH_FN(fused_adam_float_lr<true>));

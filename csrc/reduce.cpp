@@ -3,6 +3,7 @@
 // geometry to the runtime's fixed-schedule reduction kernels (runtime/include/vnc/reduce.h).
 // Also histc and histogram (runtime/include/vnc/histogram.h).
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/native/ReduceOpsUtils.h>
@@ -27,8 +28,8 @@ namespace {
 void launch_reduce(at::TensorIteratorBase& iter, vnc_reduce_op op, const char* name, int nout = 1,
                    vnc_reduce_params params = {}) {
   at::ScalarType in = iter.dtype(iter.ntensors() - 1);
-  TORCH_CHECK(!at::isComplexType(in), "\"", name, "\" is not natively implemented for '", c10::toString(in),
-              "' on neuron");
+  NEURON_CHECK_SUPPORTED(!at::isComplexType(in), "\"", name, "\" is not natively implemented for '",
+                         c10::toString(in), "' on neuron");
   record_native(name);
   if (in == at::kDouble || iter.dtype(0) == at::kDouble) warn_float64(name);
   vnc_iter it = iter_geometry(iter);
@@ -156,7 +157,7 @@ struct VectorNorm {
   template <class M>
   static void run(M&, const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                   std::optional<at::ScalarType>, const at::Tensor& out) {
-    TORCH_CHECK(!self.is_complex(), "linalg.vector_norm of complex tensors is not natively supported on neuron");
+    NEURON_CHECK_SUPPORTED(!self.is_complex(), "linalg.vector_norm of complex tensors is not natively supported on neuron");
     at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
     auto iter = at::meta::make_reduction(self, out, dims, keepdim, self.scalar_type());
     vnc_reduce_params p{};
@@ -184,8 +185,8 @@ template <bool STD>
 at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                     bool keepdim, at::Tensor& out) {
   const char* name = STD ? "aten::std" : "aten::var";
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, " only supports floating point types on neuron; got ",
-              self.scalar_type());
+  NEURON_CHECK_SUPPORTED(at::isFloatingType(self.scalar_type()), name, " of ", self.scalar_type(),
+                         " tensors is not natively supported on neuron");
   at::ScalarType dtype = self.scalar_type();
   auto iter = at::native::make_reduction(name, out, self, dim, keepdim, dtype);
   vnc_reduce_params p{};
@@ -219,21 +220,11 @@ bool nx_equal(const at::Tensor& self, const at::Tensor& other) {
 
 // var_mean / std_mean: compositions of the native var/std and mean.
 // Complex inputs (var/std are native for floating dtypes only) take the visible fallback.
-std::vector<c10::IValue> var_mean_stack(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                                        const std::optional<at::Scalar>& correction, bool keepdim) {
-  std::optional<std::vector<int64_t>> d;
-  if (dim) d = dim->vec();
-  return {self, d, correction, keepdim};
-}
-
 template <bool STD>
 std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                             const std::optional<at::Scalar>& correction, bool keepdim) {
-  if (at::isComplexType(self.scalar_type())) {
-    auto stack = var_mean_stack(self, dim, correction, keepdim);
-    run_cpu_fallback(STD ? "aten::std_mean" : "aten::var_mean", "correction", stack);
-    return {stack[0].toTensor(), stack[1].toTensor()};
-  }
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), STD ? "std_mean" : "var_mean",
+                         " of complex tensors is not natively supported on neuron");
   at::Tensor v = STD ? at::std(self, dim, correction, keepdim) : at::var(self, dim, correction, keepdim);
   return {v, at::mean(self, dim, keepdim)};
 }
@@ -242,13 +233,6 @@ template <bool STD>
 std::tuple<at::Tensor&, at::Tensor&> var_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                                   const std::optional<at::Scalar>& correction, bool keepdim,
                                                   at::Tensor& out0, at::Tensor& out1) {
-  if (at::isComplexType(self.scalar_type())) {
-    auto stack = var_mean_stack(self, dim, correction, keepdim);
-    stack.push_back(out0);
-    stack.push_back(out1);
-    run_cpu_fallback(STD ? "aten::std_mean" : "aten::var_mean", "correction_out", stack);
-    return {out0, out1};
-  }
   auto [v, m] = var_mean<STD>(self, dim, correction, keepdim);
   at::native::resize_output(out0, v.sizes());
   at::native::resize_output(out1, m.sizes());
@@ -413,7 +397,7 @@ using OptDims = at::OptionalIntArrayRef;
 using OptType = std::optional<at::ScalarType>;
 using S = const at::Scalar&;
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("var_mean.correction", TORCH_FN(var_mean<false>));
   m.impl("var_mean.correction_out", TORCH_FN(var_mean_out<false>));
   m.impl("std_mean.correction", TORCH_FN(var_mean<true>));
@@ -445,10 +429,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("all.all_out", TORCH_FN(any_all_out<VNC_RED_ALL>));
   m.impl("histc", TORCH_FN(histc));
   m.impl("histc.out", TORCH_FN(histc_out));
-  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins));
-  m.impl("histogram.bins_tensor_out", TORCH_FN(histogram_bins_out));
-  m.impl("histogram.bin_ct", TORCH_FN(histogram_ct));
-  m.impl("histogram.bin_ct_out", TORCH_FN(histogram_ct_out));
+  // CPU's histogram (histogramdd) is float32/float64 only; histc also takes 16-bit floats.
+  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins), kF32F64Dtypes);
+  m.impl("histogram.bins_tensor_out", TORCH_FN(histogram_bins_out), kF32F64Dtypes);
+  m.impl("histogram.bin_ct", TORCH_FN(histogram_ct), kF32F64Dtypes);
+  m.impl("histogram.bin_ct_out", TORCH_FN(histogram_ct_out), kF32F64Dtypes);
   m.impl("var.correction", TORCH_FN(var<false>));
   m.impl("var.correction_out", TORCH_FN(var_out<false>));
   m.impl("std.correction", TORCH_FN(var<true>));

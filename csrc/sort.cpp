@@ -4,6 +4,7 @@
 // outputs; the runtime's vnc/sort.h and vnc/scan.h kernels compute, reading and writing
 // tensors at their own strides.
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/ScalarOps.h>
@@ -74,15 +75,11 @@ std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, int64_t k, int64
 
 // As ATen: the input is first cast to the result dtype, then scanned in that dtype's
 // accumulation type. Complex goes through the visible CPU fallback.
-void launch_scan(const char* name, const char* base, vnc_scan_op kind, const at::Tensor& self, int64_t dim,
-                 std::optional<at::ScalarType> dtype, const at::Tensor& out) {
-  if (self.is_complex() || out.is_complex()) {
-    std::vector<c10::IValue> stack{self, dim};
-    if (kind != VNC_SCAN_LOGSUMEXP) stack.emplace_back(dtype);
-    stack.emplace_back(out);
-    run_cpu_fallback(base, "out", stack);
-    return;
-  }
+void launch_scan(const char* name, vnc_scan_op kind, const at::Tensor& self, int64_t dim, const at::Tensor& out) {
+  // Complex scans, and bool results (cumsum_ of a bool tensor, which CPU refuses when it has
+  // elements), go to the CPU fallback.
+  NEURON_CHECK_SUPPORTED(!self.is_complex() && !out.is_complex() && out.scalar_type() != at::kBool, name, " with a ",
+                         out.scalar_type(), " result is not natively supported on neuron");
   check_same_device(name, self, {&out});
   record_native(name);
   if (out.scalar_type() == at::kDouble) warn_float64(name);
@@ -96,8 +93,8 @@ template <vnc_scan_op KIND>
 struct Scan {
   template <class M>
   static void run(M&, const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
-    if (KIND == VNC_SCAN_SUM) launch_scan("aten::cumsum", "aten::cumsum", KIND, self, dim, dtype, out);
-    else launch_scan("aten::cumprod", "aten::cumprod", KIND, self, dim, dtype, out);
+    if (KIND == VNC_SCAN_SUM) launch_scan("aten::cumsum", KIND, self, dim, out);
+    else launch_scan("aten::cumprod", KIND, self, dim, out);
   }
 };
 
@@ -121,7 +118,7 @@ at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& ou
               out.scalar_type());
   at::native::resize_output(out, self.sizes());
   if (self.numel() == 0) return out;
-  launch_scan("aten::_logcumsumexp", "aten::_logcumsumexp", VNC_SCAN_LOGSUMEXP, self, dim, std::nullopt, out);
+  launch_scan("aten::_logcumsumexp", VNC_SCAN_LOGSUMEXP, self, dim, out);
   return out;
 }
 
@@ -133,11 +130,7 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
 // logsumexp over `dims` (all when empty): the kept dims are moved to the front and the
 // reduced ones flattened into rows of the runtime's [rows, n] kernel.
 at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dims, bool keepdim, at::Tensor& out) {
-  if (self.is_complex()) {
-    std::vector<c10::IValue> stack{self, dims, keepdim, out};
-    run_cpu_fallback("aten::logsumexp", "out", stack);
-    return out;
-  }
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), "logsumexp of complex tensors is not natively supported on neuron");
   if (at::isIntegralType(self.scalar_type(), true))
     return logsumexp_out(self.to(c10::typeMetaToScalarType(c10::get_default_dtype())), dims, keepdim, out);
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "logsumexp(): Expected out tensor to have dtype ",
@@ -185,6 +178,9 @@ at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, b
                              at::Tensor& result) {
   const at::Tensor sorter = sorter_opt && sorter_opt->defined() ? *sorter_opt : at::Tensor();
   at::native::searchsorted_pre_check(sorted, self, result, out_int32, right, side, at::Tensor());
+  const at::ScalarType common = at::result_type(sorted, self);
+  NEURON_CHECK_SUPPORTED(common != at::kBool && !at::isComplexType(common), "searchsorted of ", common,
+                         " tensors is not natively supported on neuron");
   if (sorter.defined()) {  // ATen's sorter checks, with reductions that run natively
     TORCH_CHECK(sorter.device() == sorted.device(), "torch.searchsorted(): sorter and boundary tensors should have same device type, but got sorter tensor device type ",
                 sorter.device(), " and input value tensor device type ", sorted.device());
@@ -198,9 +194,6 @@ at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, b
     }
   }
   check_same_device("aten::searchsorted", sorted, {&self, &result});
-  at::ScalarType common = at::result_type(sorted, self);
-  TORCH_CHECK_NOT_IMPLEMENTED(common != at::kBool && !at::isComplexType(common),
-                              "\"searchsorted_out_neuron\" not implemented for '", common, "'");
   at::native::resize_output(result, self.sizes());
   if (self.numel() == 0) return result;
   record_native("aten::searchsorted");
@@ -336,6 +329,9 @@ enum class OrderStat { Median, NanMedian, Kth };
 std::tuple<at::Tensor, at::Tensor> order_statistic(const at::Tensor& self, int64_t dim, bool keepdim, OrderStat kind,
                                                    int64_t k = 0) {
   const char* name = kind == OrderStat::Median ? "median" : kind == OrderStat::NanMedian ? "nanmedian" : "kthvalue";
+  // CPU has no bool or complex kernels for these: the fallback raises its error.
+  NEURON_CHECK_SUPPORTED(self.scalar_type() != at::kBool && !self.is_complex(), name, " of ", self.scalar_type(),
+                         " tensors is not natively supported on neuron");
   record_native(kind == OrderStat::Median ? "aten::median" : kind == OrderStat::NanMedian ? "aten::nanmedian" : "aten::kthvalue");
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   const at::Tensor s = self.dim() ? self : self.view({1});
@@ -463,6 +459,7 @@ at::Tensor isin_scalar_tensor(const at::Scalar& element, const at::Tensor& test,
 // whatever `sorted` says (PyTorch allows any order when sorted=False).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool, bool return_inverse,
                                                        bool return_counts) {
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), "unique of complex tensors is not natively supported on neuron");
   record_native("aten::_unique2");
   const at::Tensor flat = self.reshape({-1});
   const int64_t n = flat.numel();
@@ -490,7 +487,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, b
 
 using OptType = std::optional<at::ScalarType>;
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("sort.stable", TORCH_FN(sort));
   m.impl("_unique2", TORCH_FN(unique2));
   m.impl("median", TORCH_FN(median_all<OrderStat::Median>));

@@ -5,6 +5,7 @@
 // _transformer_encoder_layer_fwd (ATen's own device-generic composition, which calls the former),
 // and nn.TransformerEncoder's nested-tensor fast path (padded sequences plus a key padding mask).
 #include "neuron.h"
+#include "gate.h"
 
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
@@ -310,7 +311,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("_nested_tensor_from_mask", TORCH_FN(nested_from_mask));
   m.impl("_nested_tensor_from_mask_left_aligned", TORCH_FN(nested_from_mask_left_aligned));
   m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));

@@ -7,6 +7,7 @@
 // (so errors are PyTorch's own); outputs keep the memory format the meta picks (channels-last
 // in, channels-last out) and the runtime reads and writes every operand at its strides.
 #include "neuron.h"
+#include "gate.h"
 #include "structured.h"
 
 #include <ATen/native/Padding.h>
@@ -70,8 +71,8 @@ vnc_image image_of(const at::Tensor& t) {
 
 void check_dtype(const char* name, const at::Tensor& t, bool allow_int64 = false, bool allow_uint8 = false) {
   const auto st = t.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || (allow_int64 && st == at::kLong) || (allow_uint8 && st == at::kByte),
-                              "\"", name, "\" not implemented for '", c10::toString(st), "'");
+  NEURON_CHECK_SUPPORTED(at::isFloatingType(st) || (allow_int64 && st == at::kLong) || (allow_uint8 && st == at::kByte),
+                         "\"", name, "\" not implemented for '", c10::toString(st), "' on neuron");
 }
 
 // Runs the kernel into `out`, through a dense temporary when `out` overlaps itself (expanded).
@@ -366,7 +367,7 @@ at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at:
 // ---------------------------------------------------------------- padding
 
 void check_pad_dtype(const char* name, const at::Tensor& t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() != at::kBool, "\"", name, "\" not implemented for 'Bool'");
+  NEURON_CHECK_SUPPORTED(t.scalar_type() != at::kBool, "\"", name, "\" not implemented for 'Bool' on neuron");
 }
 
 // ATen's reflection_pad2d_out_template checks (aten/src/ATen/native/ReflectionPad.cpp).
@@ -447,11 +448,7 @@ at::Tensor& pad2d_backward_out(const at::Tensor& grad_output, const at::Tensor& 
   const char* name = MODE == VNC_PAD_REFLECT ? "aten::reflection_pad2d_backward" : "aten::replication_pad2d_backward";
   auto padding = C10_AS_INTARRAYREF_SLOW(padding_sym);
   check_same_device(name, self, {&grad_output, &grad_input});
-  if (at::isComplexType(self.scalar_type())) {  // complex gradients: the visible fallback
-    std::vector<c10::IValue> stack{grad_output, self, padding_sym, grad_input};
-    run_cpu_fallback(name, "grad_input", stack);
-    return grad_input;
-  }
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), name, " of complex tensors is not natively supported on neuron");
   TORCH_CHECK(padding.size() == 4, "padding size is expected to be 4, but got: ", padding.size());
   auto shape = MODE == VNC_PAD_REFLECT ? reflection_shape(self, padding) : [&] {
     std::vector<int64_t> s(self.sizes().begin(), self.sizes().end() - 2);
@@ -923,7 +920,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(m) {
   m.impl("avg_pool2d", TORCH_FN(avg_pool2d));
   m.impl("avg_pool2d.out", TORCH_FN(avg_pool2d_out));
   m.impl("avg_pool2d_backward", TORCH_FN(avg_pool2d_backward));
@@ -942,10 +939,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl(#op "_backward.grad_input", TORCH_FN(op##_t::bwd_out));
   NEURON_PAD_OPS(NEURON_PAD_REG)
 #undef NEURON_PAD_REG
-  m.impl("avg_pool3d", TORCH_FN(avg_pool3d));
-  m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out));
-  m.impl("avg_pool3d_backward", TORCH_FN(avg_pool3d_backward));
-  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out));
+  // CPU's avg_pool3d: float32, float64, int64 (no 16-bit floats); others go to it, and it raises.
+  constexpr DtypeSet kAvgPool3dDtypes = dtype_set({at::kFloat, at::kDouble, at::kLong});
+  m.impl("avg_pool3d", TORCH_FN(avg_pool3d), kAvgPool3dDtypes);
+  m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out), kAvgPool3dDtypes);
+  m.impl("avg_pool3d_backward", TORCH_FN(avg_pool3d_backward), kAvgPool3dDtypes);
+  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out), kAvgPool3dDtypes);
   m.impl("max_pool3d_with_indices", TORCH_FN(max_pool3d));
   m.impl("max_pool3d_with_indices.out", TORCH_FN(max_pool3d_out));
   m.impl("max_pool3d_with_indices_backward", TORCH_FN(max_pool3d_backward));

@@ -85,3 +85,18 @@ def neuron():
     torch_neuronx.clear_op_tracking()
     yield torch.device("neuron:0")
     torch.neuron.synchronize()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The conformance counts per dtype (and, in the full run, the registered overloads no
+    sample reached), when the conformance harness ran."""
+    import sys
+    conformance = sys.modules.get("conformance")
+    if conformance is None or not conformance.REPORT.counts:
+        return
+    for line in conformance.REPORT.lines(show_unreached=conformance.FULL):
+        terminalreporter.write_line(line)
+    path = os.environ.get("NEURON_CONFORMANCE_FALLBACKS")  # make conformance, or by hand for the slice
+    if path:
+        conformance.REPORT.write_fallbacks(path)
+        terminalreporter.write_line(f"wrote {path}")

@@ -66,6 +66,27 @@ def test_dropout_and_grouped_query_take_the_native_math_path():
     assert torch_neuronx.get_fallback_ops() == []
 
 
+def test_sdpa_dropout_drops_at_the_rate_scales_and_is_seeded():
+    # Equal scores give each of the S keys probability 1/S; with one-hot values the output holds
+    # each kept probability scaled by 1 / (1 - p): every entry is 0 or 1 / (S (1 - p)).
+    B, H, L, S, p = 4, 4, 64, 32, 0.25
+    q = torch.zeros(B, H, L, 8, device="neuron")
+    k = torch.zeros(B, H, S, 8, device="neuron")
+    v = torch.eye(S, device="neuron").expand(B, H, S, S)
+    torch.manual_seed(11)
+    torch_neuronx.clear_op_tracking()
+    out = F.scaled_dot_product_attention(q, k, v, dropout_p=p).cpu()
+    assert torch_neuronx.get_fallback_ops() == []
+    kept = out != 0
+    torch.testing.assert_close(out[kept], torch.full_like(out[kept], 1 / (S * (1 - p))))
+    # 131072 Bernoulli(0.75) draws: standard error 0.0012, so 0.006 is five of them.
+    assert abs(kept.float().mean().item() - (1 - p)) < 0.006
+    torch.manual_seed(11)
+    assert torch.equal(F.scaled_dot_product_attention(q, k, v, dropout_p=p).cpu(), out)
+    torch.manual_seed(12)
+    assert not torch.equal(F.scaled_dot_product_attention(q, k, v, dropout_p=p).cpu(), out)
+
+
 def test_sdpa_kernel_context_selects_the_math_path():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     q = torch.randn(1, 2, 4, 8, device="neuron")
@@ -73,3 +94,19 @@ def test_sdpa_kernel_context_selects_the_math_path():
     with sdpa_kernel(SDPBackend.MATH):
         F.scaled_dot_product_attention(q, q, q).cpu()
     assert "aten::_scaled_dot_product_fused_attention_overrideable" not in torch_neuronx.get_executed_op_counts()
+
+
+@pytest.mark.parametrize("L,S,E,EV,causal", [(40, 20, 17, 33, True), (5, 33, 1, 16, False), (33, 70, 32, 3, True),
+                                             (130, 140, 8, 8, True), (16, 16, 16, 16, False)])
+def test_fused_attention_shapes(L, S, E, EV, causal):
+    # Sizes around the kernel's 16-column blocks and 4-row tiles, L < S and L > S, causal or not,
+    # with an additive float mask broadcast over heads.
+    g = torch.Generator().manual_seed(L * S)
+    q, k, v = torch.randn(2, 3, L, E, generator=g), torch.randn(2, 3, S, E, generator=g), torch.randn(2, 3, S, EV, generator=g)
+    kw = dict(is_causal=True) if causal else dict(attn_mask=torch.randn(2, 1, L, S, generator=g))
+    torch_neuronx.clear_op_tracking()
+    expected, actual = _run("cpu", q, k, v, **kw), _run("neuron", q, k, v, **kw)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=5e-6, equal_nan=True)
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in torch_neuronx.get_executed_op_counts()
+    assert torch_neuronx.get_fallback_ops() == []

@@ -104,7 +104,8 @@ def test_train_gpt_learns_and_writes_the_run(tmp_path, jargon):
         model.to(where).eval()
         with torch.no_grad():
             logits[where] = model(probe.to(where)).cpu()
-    torch.testing.assert_close(logits["neuron"], logits["cpu"], rtol=1e-4, atol=1e-4)
+    # Observed: 6.2e-6 at most (the demo's model); 5e-5 leaves a margin of eight.
+    torch.testing.assert_close(logits["neuron"], logits["cpu"], rtol=1e-5, atol=5e-5)
     ck = torch.load(run / "ckpt.pt", weights_only=True)  # saved from the device: loads back onto it
     assert next(iter(ck["model"].values())).device == torch.device("neuron:0")
 
@@ -117,7 +118,8 @@ def test_parity_of_the_first_losses_with_cpu(tmp_path, capsys, jargon):
     dev, cpu = result["losses"]["neuron"], result["losses"]["cpu"]
     assert len(dev) == len(cpu) == 10
     worst = max(abs(a - b) / abs(b) for a, b in zip(dev, cpu))
-    assert worst <= 1e-3 and result["max_rel_diff"] == pytest.approx(worst)
+    # Observed 1.2e-7 (float32 roundings in another order); 1e-5 leaves a margin of eighty.
+    assert worst <= 1e-5 and result["max_rel_diff"] == pytest.approx(worst)
     assert dev[-1] < dev[0]
     assert "max relative difference" in out and "OK" in out
 
@@ -126,7 +128,10 @@ def test_minilm_embeddings_match_cpu():
     args = embed.parse_args(["--repeat", "0"])
     out = embed.run(args)
     assert out["neuron_param_device"] == "neuron:0"
-    assert out["min_cosine"] >= 0.9999, out["cosine"]
+    # Observed: 1 - cosine 4.5e-13, largest component difference 1.8e-7 (float32 roundings);
+    # the bounds leave margins of over a thousand and of ten.
+    assert out["min_cosine"] >= 1 - 1e-9, out["cosine"]
+    assert out["max_abs_diff"] < 2e-6, out["max_abs_diff"]
     assert out["rankings_identical"], (out["rank_cpu"], out["rank_device"])
     # The nearest sentence of each query is on its topic (a real model, really run).
     assert [order[0] for order in out["rank_device"]] == [2, 4, 8, 12, 16]
@@ -141,6 +146,10 @@ def test_verify_command_reports_ok():
     lines = proc.stdout.strip().splitlines()
     assert lines[-1].startswith("OK")
     assert "torch 2.13.0" in proc.stdout and "virtual NeuronCores" in proc.stdout
+    # The kernels' CPU tier (issue: kernel speed on every x86-64 tier) and thread count.
+    import torch_neuronx
+    assert f"kernels: CPU tier {torch_neuronx.get_cpu_isa()}" in proc.stdout
+    assert f"{torch_neuronx.get_num_threads()} threads" in proc.stdout
     assert sum(line.startswith("[ok  ]") for line in lines) == 4
 
 

@@ -1,7 +1,8 @@
 """CPU tiers and threads of the runtime: the tier in use is reported and capped by
 TORCH_NEURONX_ISA; results through the ATen path are the same bits on every tier the host
-supports (the C test runtime/tests/test_tiers.c covers every table row); the kernel threads
-follow torch.set_num_threads and OMP_NUM_THREADS."""
+supports (the C test runtime/tests/test_tiers.c covers every elementwise table row; the probe
+here adds reductions, softmax and layer norm (forward and backward) and attention); the kernel
+threads follow torch.set_num_threads and OMP_NUM_THREADS."""
 import os
 import subprocess
 import sys
@@ -25,6 +26,15 @@ outs = [x.exp(), x.expm1(), pos.log(), pos.log1p(), x.tanh(), x.sigmoid(), F.sil
         F.gelu(x, approximate="tanh"), F.softplus(x), F.mish(x), x.erf(), x ** 2, pos ** 0.5, pos ** -1,
         torch.ops.aten.gelu_backward(x, x), torch.softmax(x.view(-1, 1), 0), torch.log_softmax(x, 0),
         x.sum(), x.view(1, -1).expand(3, -1).sum(0), F.layer_norm(x[:10000].view(10, 1000), (1000,))]
+q, k, v = (x[i * 2240:(i + 1) * 2240].view(2, 2, 20, 28).requires_grad_() for i in range(3))
+xm, dy = x[:10000].view(10, 1000), x[7:10007].view(10, 1000)
+_, mean, rstd = torch.ops.aten.native_layer_norm(xm, (1000,), None, None, 1e-5)
+outs += [*torch.ops.aten.native_layer_norm_backward(dy, xm, (1000,), mean, rstd, dy[0], dy[1], [True, True, True]),
+         torch.ops.aten._softmax_backward_data(dy, torch.softmax(xm, 1), 1, torch.float32),
+         torch.ops.aten._log_softmax_backward_data(dy, torch.log_softmax(xm, 1), 1, torch.float32)]
+for causal in (False, True):  # attention: the tier's small products and softmax passes
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    outs += [o.detach(), *torch.autograd.grad(o, (q, k, v), x[:o.numel()].view_as(o))]
 for o in outs:
     h.update(o.cpu().numpy().tobytes())
 assert torch_neuronx.get_fallback_ops() == [], torch_neuronx.get_fallback_ops()

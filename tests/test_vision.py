@@ -105,8 +105,18 @@ def test_avg_pool2d_refuses_like_cpu(native):
         with pytest.raises(RuntimeError) as dev:
             F.avg_pool2d(x.to("neuron"), **kw)
         assert str(dev.value).split("\n")[0] == str(cpu.value).split("\n")[0]
-    with pytest.raises(NotImplementedError, match="avg_pool2d"):
-        F.avg_pool2d(x.to(torch.int32).to("neuron"), 2)
+
+
+def test_avg_pool2d_hands_int32_to_cpu_which_refuses(neuron):
+    # No native int32 kernel: the dtype gate hands the call to the CPU fallback, whose kernel
+    # raises CPU's own error (the fallback is recorded: it ran, and refused).
+    x = _image().to(torch.int32)
+    with pytest.raises(NotImplementedError) as cpu:
+        F.avg_pool2d(x, 2)
+    with pytest.raises(NotImplementedError) as dev:
+        F.avg_pool2d(x.to("neuron"), 2)
+    assert str(dev.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+    assert torch_neuronx.get_fallback_ops() == ["aten::avg_pool2d"]
 
 
 # ---------------------------------------------------------------- group norm

@@ -53,6 +53,9 @@ def _register() -> None:
     _check_slot_free()
     from . import _C  # loading the extension registers the ATen kernels and the fallback
 
+    from . import _warnings
+
+    _C._set_warning_function(_warnings.emit)
     _C._register()
     if torch._C._get_privateuse1_backend_name() != "neuron":
         torch.utils.rename_privateuse1_backend("neuron")
@@ -64,10 +67,28 @@ def _register() -> None:
     )
     _install_print_hook()
     _follow_torch_threads()
+    import atexit
+
+    atexit.register(_flush_autograd_threads)
     from . import distributed as _distributed  # the torch.distributed backend "neuron"
 
     _distributed._register_backend()
     _registered = True
+
+
+def _flush_autograd_threads() -> None:
+    """At exit, before the interpreter finalises: wait until PyTorch's autograd device threads
+    for neuron have released the last backward's GraphTask (its Python objects are freed under
+    the GIL while that is still possible). Without it a backward shortly before exit can abort
+    the process in a device thread (csrc/device.cpp explains the race). No-op when no neuron
+    tensor was created or in a forked child.
+
+    Raises:
+        RuntimeError: the runtime failed to run the flush (reported by atexit; exit status 0).
+    """
+    from . import _C
+
+    _C._flush_autograd_threads()
 
 
 def _follow_torch_threads() -> None:

@@ -136,10 +136,15 @@ class device:
 
 
 def synchronize(device: Any = None) -> None:
-    """Wait for all work queued on every stream of ``device``.
+    """Wait for all work queued on every stream of ``device`` (default: the current device).
 
-    Raises ``RuntimeError`` naming the failing op if a queued kernel failed (the error is
-    reported once, then cleared).
+    Raises:
+        ValueError: ``device`` is not a neuron device.
+        RuntimeError: the index does not exist (the message gives the valid range ``0 to N-1``);
+            a queued kernel failed (the message names the op; reported once, then cleared); the
+            device was initialised before this process was forked.
+        IndexError: a queued indexing kernel met an index out of range (the message names the
+            op, the index and the size; reported once, then cleared).
     """
     idx = _index(device)
     if _is_in_bad_fork():

@@ -49,6 +49,30 @@ def check_torch_version() -> Check:
                  "--index-url https://download.pytorch.org/whl/cpu, then " + REBUILD)
 
 
+def cpu_model() -> str:
+    """The host CPU's model name (/proc/cpuinfo; platform.processor() elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _kernel_host() -> str:
+    """Where the runtime's kernels run: CPU model, the tier in use (and the cap, if set), the
+    tiers this CPU supports and the kernel threads."""
+    import torch_neuronx
+
+    cap = os.environ.get("TORCH_NEURONX_ISA")
+    supported = [t for t in ("avx512", "avx2", "baseline") if torch_neuronx._C._cpu_isa_supported(t)]
+    return (f"kernels: CPU tier {torch_neuronx.get_cpu_isa()}"
+            + (f" (capped by TORCH_NEURONX_ISA={cap})" if cap else "")
+            + f", supported {', '.join(supported)}; {torch_neuronx.get_num_threads()} threads; {cpu_model()}")
+
+
 def check_devices() -> Check:
     import torch
 
@@ -60,6 +84,7 @@ def check_devices() -> Check:
     for i in range(n):
         p = torch.neuron.get_device_properties(i)
         lines.append(f"  {p.name}: capacity {p.total_memory / 2**30:.1f} GiB, physical core {p.physical_core}")
+    lines.append(_kernel_host())
     return Check("devices", True, "\n".join(lines))
 
 

@@ -263,8 +263,13 @@ void vnc_stream_wait_ticket(vnc_stream *s, uint64_t ticket) {
   pthread_mutex_unlock(&s->m);
 }
 
+static _Thread_local uint64_t thread_launches;
+
+uint64_t vnc_thread_launches(void) { return thread_launches; }
+
 vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
                       size_t payload_size, vnc_release_fn release) {
+  thread_launches++;
   if (vnc_in_bad_fork()) {
     if (release) release((void *)payload);
     return vnc_init();
@@ -294,6 +299,7 @@ vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const
                             size_t payload_size, vnc_release_fn release) {
   if (payload_size > SMALL_PAYLOAD || vnc_in_bad_fork() || vnc_launch_blocking() || running_stream == s)
     return vnc_launch(s, op, fn, payload, payload_size, release); /* (inside s's own task: inline) */
+  thread_launches++; /* counted as vnc_launch counts: the dtype gate must see that work was issued */
   pthread_mutex_lock(&s->m);
   if (s->head || s->inline_busy || s->completed != s->enqueued) { /* busy: keep the order */
     pthread_mutex_unlock(&s->m);

@@ -14,14 +14,19 @@ static int sorted_ok(int64_t n, int descending) {
   for (int64_t i = 0; i < n; i++) x[i] = (int32_t)((i * 2654435761u) % 7) - 3;
   vnc_tensor tx = vnc_tensor_contiguous(x, VNC_INT32, 1, &n), tv = vnc_tensor_contiguous(v, VNC_INT32, 1, &n);
   vnc_tensor ti = vnc_tensor_contiguous(idx, VNC_INT64, 1, &n);
+  unsigned char *used = calloc((size_t)n, 1);
   int ok = vnc_sort(S, "sort", &tx, 0, descending, &tv, &ti) == VNC_OK && vnc_stream_synchronize(S) == VNC_OK;
   for (int64_t i = 0; ok && i < n; i++) {
+    ok &= idx[i] >= 0 && idx[i] < n && !used[idx[i]]; /* the indices are a permutation */
+    if (!ok) break;
+    used[idx[i]] = 1;
     ok &= v[i] == x[idx[i]];
     if (i > 0) {
       ok &= descending ? v[i - 1] >= v[i] : v[i - 1] <= v[i];
       if (v[i - 1] == v[i]) ok &= idx[i - 1] < idx[i]; /* stable */
     }
   }
+  free(used);
   free(x);
   free(v);
   free(idx);
@@ -52,12 +57,23 @@ int main(void) {
   for (int i = 0; i < 8; i++) CHECK(fi[i] == desc[i]);
 
   /* Sort along dim 0 of a 3x4 matrix read transposed (strided lines), in place. */
-  int64_t m[12], sz[2] = {3, 4};
-  for (int i = 0; i < 12; i++) m[i] = (i * 5) % 7;
+  int64_t m[12], m0[12], sz[2] = {3, 4};
+  for (int i = 0; i < 12; i++) m0[i] = m[i] = (i * 5) % 7;
   vnc_tensor tm = vnc_tensor_contiguous(m, VNC_INT64, 2, sz);
   CHECK_OK(vnc_sort(S, "sort", &tm, 0, 0, &tm, NULL));
   CHECK_OK(vnc_stream_synchronize(S));
-  for (int c = 0; c < 4; c++) CHECK(m[c] <= m[4 + c] && m[4 + c] <= m[8 + c]);
+  for (int c = 0; c < 4; c++) {
+    CHECK(m[c] <= m[4 + c] && m[4 + c] <= m[8 + c]);
+    /* the same values as the column had: each original value matched once */
+    int matched[3] = {0, 0, 0};
+    for (int r = 0; r < 3; r++)
+      for (int q = 0; q < 3; q++)
+        if (!matched[q] && m[4 * q + c] == m0[4 * r + c]) {
+          matched[q] = 1;
+          break;
+        }
+    CHECK(matched[0] && matched[1] && matched[2]);
+  }
 
   /* topk: the 2 largest, ties in original order. */
   float tk[6] = {1, 5, 5, 2, 5, 0}, kv[2];

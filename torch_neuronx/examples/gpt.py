@@ -46,6 +46,16 @@ class TinyGPT(torch.nn.Module):
         self.head = torch.nn.Linear(d, vocab)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """Next-character logits, or the mean cross-entropy loss against ``targets``.
+
+        Args:
+            idx: (B, T) int64 character indices, T <= ``block``.
+            targets: optional (B, T) int64 indices of the next characters.
+
+        Returns:
+            (B, T, vocab) float logits when ``targets`` is None, else a 0-dim float tensor: the
+            cross-entropy averaged over the B * T positions.
+        """
         T = idx.shape[1]
         x = self.tok(idx) + self.pos(torch.arange(T, device=idx.device))
         logits = self.head(self.ln(self.blocks(x)))

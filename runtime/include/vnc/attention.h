@@ -7,9 +7,11 @@
  * any batch, head and row strides, rows contiguous (so a (B, L, H, E) layout seen as
  * (B, H, L, E) needs no copy); lse [B, H, L] contiguous. bias (optional) is read at
  * bias + b*bias_strides[0] + h*[1] + i*[2] + j*[3] (element strides; 0 for broadcast dims).
- * Products go through BLAS sgemm; work is split over (batch, head) pairs only and softmax
- * sums run in index order, so results do not depend on the runtime's thread count. The
- * backward recomputes P from lse. Workspace: 2 * L * S floats per thread. */
+ * Fused per pair (kernels/attention.c): products and softmax run in a per-thread workspace
+ * with the CPU tier's vectorised loops, which compute the same bits on every tier; work is
+ * split over (batch, head) pairs only, so results do not depend on the runtime's thread
+ * count. The backward recomputes P from lse. Workspace: about (2 S + E + Ev) * L + 3 L * E
+ * floats per thread (rounded up to 16 columns). */
 #ifndef VNC_ATTENTION_H
 #define VNC_ATTENTION_H
 

@@ -62,6 +62,11 @@ vnc_status vnc_launch(vnc_stream *s, const char *op, vnc_task_fn fn, const void 
 vnc_status vnc_launch_small(vnc_stream *s, const char *op, vnc_task_fn fn, const void *payload,
                             size_t payload_size, vnc_release_fn release);
 
+/* vnc_launch and vnc_launch_small calls made by the calling thread so far (every kernel and
+ * copy task goes through one of them): the PyTorch glue compares it before and after a kernel
+ * to know whether the kernel has issued work that may have written memory. */
+uint64_t vnc_thread_launches(void);
+
 /* Waits until all enqueued work has run; returns (and clears) the sticky error. */
 vnc_status vnc_stream_synchronize(vnc_stream *s);
 /* 1 when all enqueued work has run. */

@@ -1,7 +1,9 @@
-/* Scaled dot-product attention (see vnc/attention.h). Per (batch, head) pair the score and
- * probability matrices [L, S] live in a per-thread workspace; the five products are BLAS
- * sgemm calls (small ones run single-threaded inside BLAS, so pairs run in parallel on the
- * pool); softmax and its gradient run by rows in index order. */
+/* Scaled dot-product attention (see vnc/attention.h), fused per (batch, head) pair: the
+ * operands are copied (K and V also transposed) into a per-thread workspace padded to 16
+ * columns, where the scores, probabilities and gradients stay in cache; the products run the
+ * tier table's small product (vnc_tier_ops.mm: the same bits on every tier; causal tiles skip
+ * the masked triangle); softmax and its gradient run by rows. Pairs run in parallel on the
+ * pool; nothing is split inside a pair, so results do not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,59 +25,118 @@ static float *rows(const vnc_attn_operand *x, int64_t H, int64_t p) {
   return x->data + (p / H) * x->batch_stride + (p % H) * x->head_stride;
 }
 
-/* sc [L, S] = scale * Q K^T + bias, -inf where causally masked. */
-static void scores(const vnc_attention *a, int64_t p, float *sc) {
-  const int64_t L = a->L, S = a->S, E = a->E;
-  vnc_sgemm(0, 1, L, S, E, (float)a->scale, rows(&a->q, a->H, p), a->q.row_stride, rows(&a->k, a->H, p),
-            a->k.row_stride, 0.0f, sc, S);
-  const float *bias = a->bias ? a->bias + (p / a->H) * a->bias_strides[0] + (p % a->H) * a->bias_strides[1] : NULL;
-  for (int64_t i = 0; i < L; i++) {
-    float *row = sc + i * S;
-    if (bias)
-      for (int64_t j = 0; j < S; j++) row[j] = row[j] + bias[i * a->bias_strides[2] + j * a->bias_strides[3]];
-    if (a->causal)
-      for (int64_t j = i + 1; j < S; j++) row[j] = -INFINITY;
+static int64_t pad(int64_t n) { return (n + VNC_MM_COLS - 1) / VNC_MM_COLS * VNC_MM_COLS; }
+
+/* dst [n][ldd] = src's rows (row stride ld, m columns), zero beyond column m. */
+static void copy_padded(float *dst, int64_t ldd, const float *src, int64_t ld, int64_t n, int64_t m) {
+  for (int64_t r = 0; r < n; r++) {
+    memcpy(dst + r * ldd, src + r * ld, sizeof(float) * (size_t)m);
+    memset(dst + r * ldd + m, 0, sizeof(float) * (size_t)(ldd - m));
   }
+}
+
+/* dst [m][ldd] = the transpose of src's n rows (row stride ld, m columns), zero beyond column n. */
+static void transpose_padded(float *dst, int64_t ldd, const float *src, int64_t ld, int64_t n, int64_t m) {
+  for (int64_t e = 0; e < m; e++) {
+    for (int64_t j = 0; j < n; j++) dst[e * ldd + j] = src[j * ld + e];
+    memset(dst + e * ldd + n, 0, sizeof(float) * (size_t)(ldd - n));
+  }
+}
+
+/* The rows of x (n rows, row stride ld, m columns) as the b operand of a small product: in
+ * place when m is whole blocks of 16 columns, else a zero-padded copy in buf. */
+static const float *operand_b(const float *x, int64_t ld, int64_t n, int64_t m, float *buf, int64_t *ldb) {
+  if (m % VNC_MM_COLS == 0) {
+    *ldb = ld;
+    return x;
+  }
+  copy_padded(buf, pad(m), x, ld, n, m);
+  *ldb = pad(m);
+  return buf;
+}
+
+/* dst rows (row stride ld, m columns) = scale * src [n][lds] (scale 1: a copy). */
+static void store_rows(float *dst, int64_t ld, const float *src, int64_t lds, int64_t n, int64_t m, float scale) {
+  for (int64_t r = 0; r < n; r++)
+    for (int64_t e = 0; e < m; e++) dst[r * ld + e] = src[r * lds + e] * scale;
+}
+
+static void product(float *c, int64_t ldc, const float *a, int64_t ars, int64_t ats, const float *b, int64_t ldb,
+                    int64_t m, int64_t n, int64_t k, int tri) {
+  const vnc_mm p = {c, ldc, a, ars, ats, b, ldb, m, n, k, tri};
+  vnc_tier()->mm(&p);
+}
+
+/* dst (n rows of m columns, row stride ld) = scale * a small product (see product()), written
+ * in place when m is whole blocks of 16 columns, else through tmp. */
+static void product_to(float *dst, int64_t ld, float scale, float *tmp, const float *a, int64_t ars, int64_t ats,
+                       const float *b, int64_t ldb, int64_t n, int64_t m, int64_t k, int tri) {
+  const int direct = m % VNC_MM_COLS == 0;
+  float *c = direct ? dst : tmp;
+  const int64_t ldc = direct ? ld : pad(m);
+  product(c, ldc, a, ars, ats, b, ldb, n, pad(m), k, tri);
+  if (!direct || scale != 1.0f) store_rows(dst, ld, c, ldc, n, m, scale);
+}
+
+
+/* st [S][Lp] = K Q^T (qt: Q^T [E][Lp]), then the softmax passes of `mode` (vnc_attn_rows). */
+static void scores(const vnc_attention *a, int64_t p, const float *qt, float *st, int mode, float *lse, float *scratch) {
+  const int64_t Lp = pad(a->L);
+  product(st, Lp, rows(&a->k, a->H, p), a->k.row_stride, 1, qt, Lp, a->S, Lp, a->E,
+          a->causal ? VNC_MM_C_GE_R : VNC_MM_FULL);
+  vnc_attn_rows r = {.mode = mode, .causal = a->causal, .s = st, .ld = Lp, .L = a->L, .S = a->S,
+                     .scale = (float)a->scale, .lse = lse, .scratch = scratch};
+  if (a->bias) {
+    r.bias = a->bias + (p / a->H) * a->bias_strides[0] + (p % a->H) * a->bias_strides[1];
+    r.brs = a->bias_strides[2];
+    r.bcs = a->bias_strides[3];
+  }
+  vnc_tier()->attn_cols(&r);
+}
+
+/* Per-pair workspace in floats: the forward's Q^T, padded V, transposed scores, output rows
+ * and scratch; the backward's Q^T, dO^T, padded Q, K, dO, P^T, dS^T, D, output rows and
+ * scratch. */
+static int64_t workspace(const vnc_attention *a, int backward) {
+  const int64_t L = a->L, S = a->S, Lp = pad(L), Ep = pad(a->E), Evp = pad(a->Ev), M = L > S ? L : S;
+  const int64_t w = Ep > Evp ? Ep : Evp;
+  return backward ? a->E * Lp + a->Ev * Lp + L * Ep + S * Ep + L * Evp + 2 * S * Lp + Lp + M * w + S + a->Ev
+                  : a->E * Lp + S * Evp + S * Lp + L * Evp + S;
 }
 
 static void forward_pairs(void *ctx, int64_t p0, int64_t p1) {
   const attn_task *t = ctx;
   const vnc_attention *a = &t->a;
-  const int64_t L = a->L, S = a->S, Ev = a->Ev;
-  float *sc = malloc(sizeof(float) * (size_t)(L * S + 1));
-  const vnc_tier_ops *tier = vnc_tier();
+  const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev, H = a->H, Lp = pad(L), Evp = pad(Ev);
+  float *qt = malloc(sizeof(float) * (size_t)(workspace(a, 0) + 1)), *vp = qt + E * Lp, *st = vp + S * Evp,
+        *ot = st + S * Lp, *scratch = ot + L * Evp;
   for (int64_t p = p0; p < p1; p++) {
-    scores(a, p, sc);
-    for (int64_t i = 0; i < L; i++) { /* rows become probabilities; a row with no finite score: zeros */
-      float *row = sc + i * S, m = -INFINITY, sum = 0.0f;
-      m = tier->row_max(row, S); /* a NaN score makes the row NaN, as on CPU */
-      if (m == -INFINITY) {
-        memset(row, 0, sizeof(float) * (size_t)S);
-        t->lse_out[p * L + i] = -INFINITY;
-        continue;
-      }
-      tier->exp_shift(row, row, m, S);
-      sum = vnc_canonical_sum(row, S); /* 8 lanes: a serial chain of S adds cost more than the exps */
-      t->lse_out[p * L + i] = m + logf(sum);
-      for (int64_t j = 0; j < S; j++) row[j] = row[j] / sum;
-    }
-    float *o = rows(&t->out, a->H, p);
-    if (S == 0)
+    float *o = rows(&t->out, H, p);
+    if (S == 0) {
       for (int64_t i = 0; i < L; i++) memset(o + i * t->out.row_stride, 0, sizeof(float) * (size_t)Ev);
-    else
-      vnc_sgemm(0, 0, L, Ev, S, 1.0f, sc, S, rows(&a->v, a->H, p), a->v.row_stride, 0.0f, o, t->out.row_stride);
+      continue;
+    }
+    int64_t ldv;
+    transpose_padded(qt, Lp, rows(&a->q, H, p), a->q.row_stride, L, E);
+    const float *vb = operand_b(rows(&a->v, H, p), a->v.row_stride, S, Ev, vp, &ldv);
+    scores(a, p, qt, st, VNC_ATTN_SOFTMAX, t->lse_out + p * L, scratch);
+    product_to(o, t->out.row_stride, 1.0f, ot, st, 1, Lp, vb, ldv, L, Ev, S,
+               a->causal ? VNC_MM_T_LE_R : VNC_MM_FULL); /* O = P V */
   }
-  free(sc);
+  free(qt);
 }
 
 static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
   const attn_task *t = ctx;
   const vnc_attention *a = &t->a;
-  const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev;
-  float *pm = malloc(sizeof(float) * (size_t)(2 * L * S + a->Ev + 1)), *ds = pm + L * S, *prod = ds + L * S;
+  const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev, H = a->H, Lp = pad(L), Ep = pad(E), Evp = pad(Ev);
+  const int lower = a->causal ? VNC_MM_T_LE_R : VNC_MM_FULL, upper = a->causal ? VNC_MM_T_GE_R : VNC_MM_FULL;
+  float *qt = malloc(sizeof(float) * (size_t)(workspace(a, 1) + 1)), *dot = qt + E * Lp, *qp = dot + Ev * Lp,
+        *kp = qp + L * Ep, *dop = kp + S * Ep, *pt = dop + L * Evp, *dst = pt + S * Lp, *d = dst + S * Lp,
+        *tmp = d + Lp, *scratch = tmp + (L > S ? L : S) * (Ep > Evp ? Ep : Evp);
+  const float scale = (float)a->scale;
   for (int64_t p = p0; p < p1; p++) {
-    const int64_t H = a->H;
-    const float *dout = rows(&t->dout, H, p), *out = rows(&t->out, H, p), *lse = t->lse + p * L;
+    const float *dout = rows(&t->dout, H, p), *out = rows(&t->out, H, p);
     const int64_t ldo = t->dout.row_stride, lo = t->out.row_stride;
     float *dq = rows(&t->dq, H, p), *dk = rows(&t->dk, H, p), *dv = rows(&t->dv, H, p);
     if (L == 0 || S == 0) {
@@ -84,25 +145,33 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
       for (int64_t j = 0; j < S; j++) memset(dv + j * t->dv.row_stride, 0, sizeof(float) * (size_t)Ev);
       continue;
     }
-    scores(a, p, pm);
-    for (int64_t i = 0; i < L; i++) { /* P from the saved logsumexp */
-      if (lse[i] == -INFINITY) memset(pm + i * S, 0, sizeof(float) * (size_t)S);
-      else vnc_tier()->exp_shift(pm + i * S, pm + i * S, lse[i], S);
+    const float *q = rows(&a->q, H, p), *k = rows(&a->k, H, p), *v = rows(&a->v, H, p);
+    int64_t ldq, ldk, lddo;
+    transpose_padded(qt, Lp, q, a->q.row_stride, L, E);
+    transpose_padded(dot, Lp, dout, ldo, L, Ev);
+    const float *qb = operand_b(q, a->q.row_stride, L, E, qp, &ldq), *kb = operand_b(k, a->k.row_stride, S, E, kp, &ldk);
+    const float *dob = operand_b(dout, ldo, L, Ev, dop, &lddo);
+    scores(a, p, qt, pt, VNC_ATTN_PROBS, (float *)t->lse + p * L, scratch); /* P^T from the saved logsumexp */
+    product_to(dv, t->dv.row_stride, 1.0f, tmp, pt, Lp, 1, dob, lddo, S, Ev, L, upper); /* dV = P^T dO */
+    product(dst, Lp, v, a->v.row_stride, 1, dot, Lp, S, Lp, Ev, a->causal ? VNC_MM_C_GE_R : VNC_MM_FULL); /* dP^T = V dO^T */
+    for (int64_t i = 0; i < Lp; i++) { /* D_i = dO_i . O_i (canonical sum) */
+      if (i >= L) {
+        d[i] = 0.0f;
+        continue;
+      }
+      for (int64_t e = 0; e < Ev; e++) scratch[e] = dout[i * ldo + e] * out[i * lo + e];
+      d[i] = vnc_canonical_sum(scratch, Ev);
     }
-    vnc_sgemm(1, 0, S, Ev, L, 1.0f, pm, S, dout, ldo, 0.0f, dv, t->dv.row_stride); /* dV = P^T dO */
-    vnc_sgemm(0, 1, L, S, Ev, 1.0f, dout, ldo, rows(&a->v, H, p), a->v.row_stride, 0.0f, ds, S); /* dP = dO V^T */
-    for (int64_t i = 0; i < L; i++) { /* dS = P (dP - D), D_i = dO_i . O_i (canonical sum) */
-      for (int64_t e = 0; e < Ev; e++) prod[e] = dout[i * ldo + e] * out[i * lo + e];
-      const float d = vnc_canonical_sum(prod, Ev);
-      for (int64_t j = 0; j < S; j++) ds[i * S + j] = pm[i * S + j] * (ds[i * S + j] - d);
-    }
-    if (t->dbias) memcpy(t->dbias + p * L * S, ds, sizeof(float) * (size_t)(L * S));
-    vnc_sgemm(0, 0, L, E, S, (float)a->scale, ds, S, rows(&a->k, H, p), a->k.row_stride, 0.0f, dq,
-              t->dq.row_stride); /* dQ = scale dS K */
-    vnc_sgemm(1, 0, S, E, L, (float)a->scale, ds, S, rows(&a->q, H, p), a->q.row_stride, 0.0f, dk,
-              t->dk.row_stride); /* dK = scale dS^T Q */
+    const vnc_attn_rows g = {.mode = VNC_ATTN_GRAD, .causal = a->causal, .s = dst, .ld = Lp, .L = L, .S = S,
+                             .p = pt, .d = d};
+    vnc_tier()->attn_cols(&g); /* dS^T = P^T (dP^T - D) */
+    if (t->dbias)
+      for (int64_t i = 0; i < L; i++)
+        for (int64_t j = 0; j < S; j++) t->dbias[(p * L + i) * S + j] = dst[j * Lp + i];
+    product_to(dq, t->dq.row_stride, scale, tmp, dst, 1, Lp, kb, ldk, L, E, S, lower); /* dQ = scale dS K */
+    product_to(dk, t->dk.row_stride, scale, tmp, dst, Lp, 1, qb, ldq, S, E, L, upper); /* dK = scale dS^T Q */
   }
-  free(pm);
+  free(qt);
 }
 
 static vnc_status attn_run(void *payload) {

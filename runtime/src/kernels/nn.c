@@ -49,30 +49,12 @@ static void softmax_rows(void *ctx, int64_t r0, int64_t r1) {
     const float *x = da ? (const float *)row_ptr(&t->a, o, 0, i) : xb;
     float *y = yb ? yb : (float *)row_ptr(&t->out, o, 0, i);
     if (!da) load_row(&t->a, o, i, xb);
-    if (!t->backward) {
-      const float mx = tier->row_max(x, n);
-      tier->exp_shift(tmp, x, mx, n);
-      const float sum = vnc_canonical_sum(tmp, n);
-      if (t->log) {
-        const float lse = logf(sum);
-        for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - lse;
-      } else {
-        const float inv = 1.0f / sum; /* ATen's vectorised softmax multiplies by 1 / sum too */
-        for (int64_t j = 0; j < n; j++) y[j] = tmp[j] * inv;
-      }
-    } else { /* x = grad, b = output */
-      const float *yo = db ? (const float *)row_ptr(&t->b, o, 0, i) : y;
+    const float *yo = NULL;
+    if (t->backward) { /* x = grad, b = output */
+      yo = db ? (const float *)row_ptr(&t->b, o, 0, i) : y;
       if (!db) load_row(&t->b, o, i, y);
-      if (t->log) {
-        const float gsum = vnc_canonical_sum(x, n);
-        tier->exp_shift(tmp, yo, 0.0f, n);
-        for (int64_t j = 0; j < n; j++) y[j] = x[j] - tmp[j] * gsum;
-      } else {
-        for (int64_t j = 0; j < n; j++) tmp[j] = x[j] * yo[j];
-        const float dot = vnc_canonical_sum(tmp, n);
-        for (int64_t j = 0; j < n; j++) y[j] = yo[j] * (x[j] - dot);
-      }
     }
+    tier->softmax_row(y, x, yo, n, t->log, t->backward, tmp);
     if (yb) store_row(&t->out, o, i, y);
   }
   if (xb) free_row(s1, xb);
@@ -109,6 +91,8 @@ typedef struct ln_task {
   const void *x, *w, *b, *dy, *mean, *rstd;
   void *y, *out_mean, *out_rstd, *dx, *dw, *db;
   double eps;
+  int64_t rb, nblk; /* backward: rows per block, blocks */
+  float *part;      /* backward: per block, partial dweight then dbias [N] each */
 } ln_task;
 
 static vnc_rows row_of(const void *base, int32_t dtype, int64_t M, int64_t N) {
@@ -176,73 +160,79 @@ static float stat_at(const void *p, int32_t dt, int64_t r) {
   return (float)vnc_load_f64[dt]((const char *)p + r * (int64_t)vnc_dtype_size(dt));
 }
 
-static void ln_bwd_rows(void *ctx, int64_t r0, int64_t r1) { /* dx */
+/* The backward in one pass over x and dy: blocks of `rb` rows (the count depends on the shape
+ * only) compute dx row by row and add dy * x_hat and dy into their block's partial sums of
+ * dweight and dbias in row order; the partials are then added per column in block order. */
+#define LN_BLOCKS 64 /* most row blocks: partials take 2 * LN_BLOCKS * N floats */
+
+static void ln_bwd_blocks(void *ctx, int64_t b0, int64_t b1) {
   const ln_task *t = ctx;
   const int64_t N = t->N;
-  float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW], s4[STACK_ROW];
-  float *x = row_buffer(s1, N), *g = row_buffer(s2, N), *w = t->w ? row_buffer(s3, N) : NULL, *tmp = row_buffer(s4, N);
-  if (w) load_vec(t->w, t->dtype, N, w);
-  vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N), D = row_of(t->dx, t->dtype, t->M, N);
   const int f32 = t->dtype == VNC_FLOAT32;
-  for (int64_t r = r0; r < r1; r++) {
-    const float *xr = x, *gr = g;
-    if (f32) {
-      xr = (const float *)row_ptr(&X, r, 0, 0);
-      gr = (const float *)row_ptr(&G, r, 0, 0);
-    } else {
-      load_row(&X, r, 0, x);
-      load_row(&G, r, 0, g);
-    }
-    float mean = stat_at(t->mean, t->stat_dtype, r), rstd = stat_at(t->rstd, t->stat_dtype, r);
-    for (int64_t j = 0; j < N; j++) {
-      x[j] = (xr[j] - mean) * rstd;   /* x_hat */
-      g[j] = w ? gr[j] * w[j] : gr[j]; /* dx_hat */
-    }
-    float a = vnc_canonical_sum(g, N) / (float)N;
-    for (int64_t j = 0; j < N; j++) tmp[j] = g[j] * x[j];
-    float b = vnc_canonical_sum(tmp, N) / (float)N;
-    float *d = f32 ? (float *)row_ptr(&D, r, 0, 0) : tmp;
-    for (int64_t j = 0; j < N; j++) d[j] = rstd * ((g[j] - a) - x[j] * b);
-    if (!f32) store_row(&D, r, 0, tmp);
+  float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW], s4[STACK_ROW], s5[STACK_ROW];
+  float *xh = row_buffer(s1, N), *g = row_buffer(s2, N), *w = NULL, *x = f32 ? NULL : row_buffer(s4, N);
+  float *dy = f32 ? NULL : row_buffer(s5, N);
+  if (t->w) {
+    w = f32 ? (float *)t->w : row_buffer(s3, N);
+    if (!f32) load_vec(t->w, t->dtype, N, w);
   }
-  free_row(s1, x);
+  vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N), D = row_of(t->dx, t->dtype, t->M, N);
+  const vnc_tier_ops *tier = vnc_tier();
+  for (int64_t blk = b0; blk < b1; blk++) {
+    float *aw = t->part ? t->part + blk * 2 * N : NULL, *ab = aw ? aw + N : NULL;
+    if (aw) memset(aw, 0, sizeof(float) * (size_t)(2 * N));
+    const int64_t r1 = (blk + 1) * t->rb < t->M ? (blk + 1) * t->rb : t->M;
+    for (int64_t r = blk * t->rb; r < r1; r++) {
+      const float *xr = x, *gr = dy;
+      float *d = t->dx && f32 ? (float *)row_ptr(&D, r, 0, 0) : t->dx ? x : NULL; /* x's buffer is free after */
+      if (f32) {
+        xr = (const float *)row_ptr(&X, r, 0, 0);
+        gr = (const float *)row_ptr(&G, r, 0, 0);
+      } else {
+        load_row(&X, r, 0, x);
+        load_row(&G, r, 0, dy);
+      }
+      tier->ln_bwd_row(d, xr, gr, w, N, stat_at(t->mean, t->stat_dtype, r), stat_at(t->rstd, t->stat_dtype, r), aw, ab,
+                       xh, g);
+      if (d && !f32) store_row(&D, r, 0, d);
+    }
+  }
+  free_row(s1, xh);
   free_row(s2, g);
-  if (w) free_row(s3, w);
-  free_row(s4, tmp);
+  if (w && !f32) free_row(s3, w);
+  if (!f32) {
+    free_row(s4, x);
+    free_row(s5, dy);
+  }
 }
 
-static void ln_bwd_cols(void *ctx, int64_t c0, int64_t c1) { /* dweight, dbias: sums over rows in order */
+static void ln_bwd_combine(void *ctx, int64_t c0, int64_t c1) { /* dweight, dbias: partials in block order */
   const ln_task *t = ctx;
-  const int64_t N = t->N, n = c1 - c0;
-  float *x = malloc(sizeof(float) * (size_t)n * 4), *g = x + n, *aw = g + n, *ab = aw + n;
-  memset(aw, 0, sizeof(float) * (size_t)n * 2);
-  vnc_rows X = row_of(t->x, t->dtype, t->M, N), G = row_of(t->dy, t->dtype, t->M, N);
-  X.n = G.n = n;
-  const int f32 = t->dtype == VNC_FLOAT32;
-  for (int64_t r = 0; r < t->M; r++) {
-    const float *xr = f32 ? (const float *)row_ptr(&X, r, c0, 0) : x, *gr = f32 ? (const float *)row_ptr(&G, r, c0, 0) : g;
-    if (!f32) {
-      vnc_to_f32(x, row_ptr(&X, r, c0, 0), t->dtype, 1, n);
-      vnc_to_f32(g, row_ptr(&G, r, c0, 0), t->dtype, 1, n);
+  const int64_t N = t->N, es = (int64_t)vnc_dtype_size(t->dtype);
+  for (int64_t j = c0; j < c1; j++) {
+    float sw = 0.0f, sb = 0.0f;
+    for (int64_t blk = 0; blk < t->nblk; blk++) {
+      sw += t->part[blk * 2 * N + j];
+      sb += t->part[blk * 2 * N + N + j];
     }
-    float mean = stat_at(t->mean, t->stat_dtype, r), rstd = stat_at(t->rstd, t->stat_dtype, r);
-    for (int64_t j = 0; j < n; j++) {
-      aw[j] += gr[j] * ((xr[j] - mean) * rstd);
-      ab[j] += gr[j];
-    }
+    if (t->dw) vnc_store_f64[t->dtype]((char *)t->dw + j * es, sw);
+    if (t->db) vnc_store_f64[t->dtype]((char *)t->db + j * es, sb);
   }
-  const int64_t es = (int64_t)vnc_dtype_size(t->dtype);
-  for (int64_t j = 0; j < n; j++) {
-    if (t->dw) vnc_store_f64[t->dtype]((char *)t->dw + (c0 + j) * es, aw[j]);
-    if (t->db) vnc_store_f64[t->dtype]((char *)t->db + (c0 + j) * es, ab[j]);
-  }
-  free(x);
 }
 
 static vnc_status ln_bwd_run(void *p) {
   ln_task *t = p;
-  if (t->dx) vnc_parallel_for(t->M, t->N >= 4096 ? 1 : 4096 / t->N + 1, ln_bwd_rows, t);
-  if (t->dw || t->db) vnc_parallel_for(t->N, 256, ln_bwd_cols, t);
+  /* rows per block: at least 16, so each block's partials are worth their N-long add */
+  t->rb = (t->M + LN_BLOCKS - 1) / LN_BLOCKS > 16 ? (t->M + LN_BLOCKS - 1) / LN_BLOCKS : 16;
+  t->nblk = (t->M + t->rb - 1) / t->rb;
+  t->part = NULL;
+  if (t->dw || t->db) {
+    t->part = malloc(sizeof(float) * (size_t)(t->nblk * 2 * t->N + 1));
+    if (!t->part) return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "aten::native_layer_norm_backward: out of host memory");
+  }
+  if (t->M) vnc_parallel_for(t->nblk, 1, ln_bwd_blocks, t);
+  if (t->part) vnc_parallel_for(t->N, 256, ln_bwd_combine, t);
+  free(t->part);
   return VNC_OK;
 }
 

@@ -12,6 +12,52 @@
 
 #define VNC_TILE_OUTPUTS 64 /* outputs per tile of the column sums */
 
+/* A small float32 product for attention (vnc_tier_ops.mm): c[r][col] = the sum over t of
+ * a[r * ars + t * ats] * b[t * ldb + col], for r < m, col < n; n is a multiple of
+ * VNC_MM_COLS (b's and c's rows hold n columns, padded where needed). Each sum runs in t order from +0 with separate
+ * multiplies and adds, so every tier computes the same bits. Rows go in tiles of VNC_MM_ROWS;
+ * the triangular modes (causal attention) skip what is zero or unused by construction, per
+ * tile: T_LE_R sums t <= the tile's last row only, T_GE_R t >= its first row only, C_GE_R
+ * computes the column blocks from the one holding the tile's first row only (the rest of c
+ * is left as it was). */
+#define VNC_MM_COLS 16
+#define VNC_MM_ROWS 4
+enum { VNC_MM_FULL, VNC_MM_T_LE_R, VNC_MM_T_GE_R, VNC_MM_C_GE_R };
+typedef struct vnc_mm {
+  float *c;
+  int64_t ldc;
+  const float *a;
+  int64_t ars, ats;
+  const float *b;
+  int64_t ldb, m, n, k;
+  int tri;
+} vnc_mm;
+
+/* The softmax passes of one attention pair (vnc_tier_ops.attn_cols), in place on the
+ * transposed scores s [S][ld] (ld a multiple of VNC_MM_COLS): s[j][i] holds Q_i . K_j, query i
+ * in the lanes of a row, so 16 queries go side by side. Key j is live for query i when
+ * j <= i (causal) or always; the live rows of a block of 16 queries are j < J (J = min(S,
+ * block end) when causal, else S), the entries of those rows past the diagonal are masked.
+ *   VNC_ATTN_SOFTMAX: s = softmax over live j of (scale * s + bias), lse[i] its logsumexp
+ *     (the sum in the canonical schedule of vnc/reduce.h); a query with no finite score
+ *     gets zeros and lse -inf;
+ *   VNC_ATTN_PROBS: s = exp(scale * s + bias - lse[i]) (lse from the forward; -inf: zeros);
+ *   VNC_ATTN_GRAD: s = p * (s - d[i]), s holding dP^T and p P^T (both [S][ld]).
+ * Masked entries and rows J..S of each block become 0. Bias (may be NULL) is read at
+ * bias + i * brs + j * bcs. scratch: S floats. */
+enum { VNC_ATTN_SOFTMAX, VNC_ATTN_PROBS, VNC_ATTN_GRAD };
+typedef struct vnc_attn_rows {
+  int mode, causal;
+  float *s;
+  int64_t ld, L, S;
+  float scale;
+  const float *bias;
+  int64_t brs, bcs;
+  float *lse;
+  const float *p, *d;
+  float *scratch;
+} vnc_attn_rows;
+
 typedef struct vnc_tier_ops {
   const char *name;
   vnc_ew_kernel ew[VNC_EW_COUNT][EW_NCLS];
@@ -29,6 +75,20 @@ typedef struct vnc_tier_ops {
   /* Layer norm of a row: y[i] = (x[i] - mean) * rstd, then * w[i], then + b[i] (w, b may be
    * NULL). y may equal x. */
   void (*norm_row)(float *y, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b);
+  /* The small product described at vnc_mm. */
+  void (*mm)(const vnc_mm *p);
+  /* One row of softmax (nn.c), n >= 1. Forward (x the input): m = max, e = exp(x - m) in tmp,
+   * s = canonical sum of e; y = e * (1 / s), or (x - m) - log(s) for log_softmax. Backward (x
+   * the gradient, yo the output): y = yo * (x - canonical sum of x * yo), or for log_softmax
+   * x - exp(yo) * canonical sum of x. y may equal x or yo; tmp: n floats. */
+  void (*softmax_row)(float *y, const float *x, const float *yo, int64_t n, int log, int backward, float *tmp);
+  /* One row of layer norm's backward (nn.c): xh = (x - mean) * rstd; with aw (then ab too)
+   * aw += dy * xh, ab += dy; with dx: g = dy * w (w may be NULL), a = canonical sum of g / n,
+   * b = canonical sum of g * xh / n, dx = rstd * ((g - a) - xh * b). xh, g: n-float scratch. */
+  void (*ln_bwd_row)(float *dx, const float *x, const float *dy, const float *w, int64_t n, float mean, float rstd,
+                     float *aw, float *ab, float *xh, float *g);
+  /* The attention softmax passes described at vnc_attn_rows. */
+  void (*attn_cols)(const vnc_attn_rows *p);
 } vnc_tier_ops;
 
 enum { VNC_TIER_BASELINE, VNC_TIER_AVX2, VNC_TIER_AVX512, VNC_TIER_COUNT };

@@ -8,6 +8,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #include <math.h>
 #include <string.h>
+#include "internal.h"
 #include "tier.h"
 #include "vnc/ew_scalar.h"
 #include "vnc/reduce.h"
@@ -157,13 +158,16 @@ static inline v8f max_nan(v8f m, v8f v) {
 
 static float row_max(const float *x, int64_t n) {
   const v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  v8f m0 = ninf, m1 = ninf;
+  v8f m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf; /* four chains: a compare-select chain is latency-bound */
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
+  for (; i + 32 <= n; i += 32) {
     m0 = max_nan(m0, load8(x + i));
     m1 = max_nan(m1, load8(x + i + 8));
+    m2 = max_nan(m2, load8(x + i + 16));
+    m3 = max_nan(m3, load8(x + i + 24));
   }
-  m0 = max_nan(m0, m1);
+  for (; i + 8 <= n; i += 8) m0 = max_nan(m0, load8(x + i));
+  m0 = max_nan(max_nan(m0, m1), max_nan(m2, m3));
   float m = -INFINITY;
   for (int k = 0; k < 8; k++) m = m != m ? m : (m0[k] != m0[k] || m0[k] > m) ? m0[k] : m;
   for (; i < n; i++) m = m != m ? m : (x[i] != x[i] || x[i] > m) ? x[i] : m;
@@ -185,6 +189,205 @@ static void norm_row(float *y, const float *x, int64_t n, float mean, float rstd
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd;
 }
 
+/* ---------------------------------------------------------------- small products (attention) */
+
+/* 16 columns as MM_NV native vectors (one AVX-512 register, two AVX2 ones, four SSE2 ones;
+ * GCC spills generic vectors wider than the hardware's). The operations are lane-wise, so the
+ * bits do not depend on the split. */
+#if defined(__AVX512F__)
+#define MM_W 16
+#elif defined(__AVX__)
+#define MM_W 8
+#else
+#define MM_W 4
+#endif
+#define MM_NV (VNC_MM_COLS / MM_W)
+typedef float mm_vec __attribute__((vector_size(MM_W * 4)));
+
+static inline mm_vec mm_load(const float *p) {
+  mm_vec v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Rows [0, NR) of one tile and one block of 16 columns: c[r] = sum over t in [t0, t1) of
+ * a[r * ars + t * ats] * b[t * ldb]. */
+#define MM_TILE(NR)                                                                                \
+  static void mm_tile_##NR(float *c, int64_t ldc, const float *a, int64_t ars, int64_t ats,       \
+                           const float *b, int64_t ldb, int64_t t0, int64_t t1) {                  \
+    mm_vec s[NR][MM_NV];                                                                           \
+    for (int r = 0; r < NR; r++)                                                                   \
+      for (int v = 0; v < MM_NV; v++) s[r][v] = (mm_vec){0};                                       \
+    for (int64_t t = t0; t < t1; t++) {                                                            \
+      mm_vec bt[MM_NV];                                                                            \
+      for (int v = 0; v < MM_NV; v++) bt[v] = mm_load(b + t * ldb + v * MM_W);                   \
+      for (int r = 0; r < NR; r++) {                                                               \
+        const float ar = a[r * ars + t * ats];                                                     \
+        for (int v = 0; v < MM_NV; v++) s[r][v] += ar * bt[v];                                     \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < NR; r++) memcpy(c + r * ldc, s[r], sizeof s[r]);                          \
+  }
+MM_TILE(1)
+MM_TILE(2)
+MM_TILE(4)
+
+static void mm(const vnc_mm *p) {
+  for (int64_t r0 = 0; r0 < p->m; r0 += VNC_MM_ROWS) {
+    const int64_t nr = min64(p->m - r0, VNC_MM_ROWS), last = r0 + nr - 1;
+    int64_t t0 = 0, t1 = p->k, first = 0;
+    if (p->tri == VNC_MM_T_LE_R) t1 = min64(t1, last + 1);
+    else if (p->tri == VNC_MM_T_GE_R) t0 = min64(t1, r0);
+    else if (p->tri == VNC_MM_C_GE_R) first = r0 / VNC_MM_COLS * VNC_MM_COLS;
+    const float *a = p->a + r0 * p->ars;
+    float *c = p->c + r0 * p->ldc;
+    for (int64_t c0 = first; c0 < p->n; c0 += VNC_MM_COLS) {
+      if (nr == 4) {
+        mm_tile_4(c + c0, p->ldc, a, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
+        continue;
+      }
+      int64_t r = 0;
+      if (nr - r >= 2) {
+        mm_tile_2(c + c0, p->ldc, a, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
+        r = 2;
+      }
+      if (r < nr) mm_tile_1(c + r * p->ldc + c0, p->ldc, a + r * p->ars, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
+    }
+  }
+}
+
+#define AQ VNC_MM_COLS /* queries side by side */
+
+/* Lane-wise sums over rows j < J of x (row stride ld, AQ lanes) in the canonical schedule of
+ * vnc/reduce.h for one block (J <= VNC_REDUCE_BLOCK): runs of RUN rows summed in 8
+ * interleaved lanes (row j into lane j % 8, lane tree), run sums combined pairwise. */
+static void col_sums(const float *x, int64_t ld, int64_t J, float *out) {
+  float runs[AQ][VNC_REDUCE_BLOCK / RUN];
+  int64_t nr = 0;
+  for (int64_t r0 = 0; r0 < J; r0 += RUN, nr++) {
+    float acc[8][AQ] = {{0}};
+    const int64_t r1 = min64(J, r0 + RUN);
+    for (int64_t j = r0; j < r1; j++)
+      for (int l = 0; l < AQ; l++) acc[j & 7][l] += x[j * ld + l];
+    for (int l = 0; l < AQ; l++)
+      runs[l][nr] = ((acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l])) + ((acc[4][l] + acc[5][l]) + (acc[6][l] + acc[7][l]));
+  }
+  for (int l = 0; l < AQ; l++) out[l] = vnc_pairwise_sum(runs[l], nr);
+}
+
+static void attn_cols(const vnc_attn_rows *p) {
+  const int64_t ld = p->ld, S = p->S;
+  for (int64_t i0 = 0; i0 < p->L; i0 += AQ) {
+    const int64_t J = p->causal ? min64(S, i0 + AQ) : S, nl = min64(AQ, p->L - i0);
+    float *blk = p->s + i0;
+    if (p->mode == VNC_ATTN_GRAD) {
+      const float *pt = p->p + i0, *d = p->d + i0;
+      for (int64_t j = 0; j < J; j++)
+        for (int l = 0; l < AQ; l++) blk[j * ld + l] = pt[j * ld + l] * (blk[j * ld + l] - d[l]);
+    } else {
+      float shift[AQ], m[AQ];
+      for (int64_t j = 0; j < J; j++) {
+        float *row = blk + j * ld;
+        for (int l = 0; l < AQ; l++) row[l] = row[l] * p->scale;
+        if (p->bias)
+          for (int64_t l = 0; l < nl; l++) row[l] = row[l] + p->bias[(i0 + l) * p->brs + j * p->bcs];
+        if (p->causal && j > i0) /* queries i < j of the diagonal block */
+          for (int64_t l = 0; l < j - i0 && l < AQ; l++) row[l] = -INFINITY;
+      }
+      if (p->mode == VNC_ATTN_SOFTMAX) {
+        for (int l8 = 0; l8 < AQ; l8 += 8) { /* a NaN score makes the query's row NaN, as on CPU */
+          v8f mv = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+          for (int64_t j = 0; j < J; j++) mv = max_nan(mv, load8(blk + j * ld + l8));
+          memcpy(m + l8, &mv, sizeof mv);
+        }
+        for (int l = 0; l < AQ; l++) shift[l] = m[l] == -INFINITY ? INFINITY : m[l]; /* all -inf: exp gives 0 */
+      } else {
+        for (int l = 0; l < AQ; l++) shift[l] = l < nl && p->lse[i0 + l] != -INFINITY ? p->lse[i0 + l] : INFINITY;
+      }
+      for (int64_t j = 0; j < J; j++)
+        for (int l = 0; l < AQ; l++) blk[j * ld + l] = vnc_expf(blk[j * ld + l] - shift[l]);
+      if (p->mode == VNC_ATTN_SOFTMAX) {
+        float sum[AQ], inv[AQ];
+        if (J <= VNC_REDUCE_BLOCK) {
+          col_sums(blk, ld, J, sum);
+        } else {
+          for (int l = 0; l < AQ; l++) {
+            for (int64_t j = 0; j < J; j++) p->scratch[j] = blk[j * ld + l];
+            sum[l] = vnc_canonical_sum(p->scratch, J);
+          }
+        }
+        for (int l = 0; l < AQ; l++) {
+          inv[l] = m[l] == -INFINITY ? 0.0f : 1.0f / sum[l]; /* ATen's softmax multiplies by 1 / sum too */
+          if (l < nl) p->lse[i0 + l] = m[l] == -INFINITY ? -INFINITY : m[l] + logf(sum[l]);
+        }
+        for (int64_t j = 0; j < J; j++)
+          for (int l = 0; l < AQ; l++) blk[j * ld + l] = blk[j * ld + l] * inv[l];
+      }
+    }
+    for (int64_t j = J; j < S; j++) memset(blk + j * ld, 0, sizeof(float) * AQ);
+  }
+}
+
+/* ---------------------------------------------------------------- layer norm backward */
+
+/* The canonical sum of x[0..n) (vnc_canonical_sum: one block up to VNC_REDUCE_BLOCK). Up to
+ * one run (RUN elements) with n a multiple of 8, the block's schedule is one 8-lane loop and
+ * the lane tree. */
+static float row_sum(const float *x, int64_t n) {
+  if (n <= RUN && n % 8 == 0) {
+    v8f acc = {0};
+    for (int64_t i = 0; i < n; i += 8) acc += load8(x + i);
+    return lane_tree(acc);
+  }
+  return n <= VNC_REDUCE_BLOCK ? block_sum(x, n, 0, 0.0f, 0.0f) : vnc_canonical_sum(x, n);
+}
+
+static void ln_bwd_row(float *dx, const float *x, const float *dy, const float *w, int64_t n, float mean, float rstd,
+                       float *aw, float *ab, float *xh, float *g) {
+  for (int64_t j = 0; j < n; j++) xh[j] = (x[j] - mean) * rstd;
+  if (aw)
+    for (int64_t j = 0; j < n; j++) {
+      aw[j] += dy[j] * xh[j];
+      ab[j] += dy[j];
+    }
+  if (!dx) return;
+  if (w)
+    for (int64_t j = 0; j < n; j++) g[j] = dy[j] * w[j];
+  else
+    memcpy(g, dy, sizeof(float) * (size_t)n);
+  const float a = row_sum(g, n) / (float)n;
+  for (int64_t j = 0; j < n; j++) dx[j] = g[j] * xh[j]; /* dx as scratch until the last pass */
+  const float b = row_sum(dx, n) / (float)n;
+  for (int64_t j = 0; j < n; j++) dx[j] = rstd * ((g[j] - a) - xh[j] * b);
+}
+
+/* ---------------------------------------------------------------- softmax rows */
+
+static void softmax_row(float *y, const float *x, const float *yo, int64_t n, int log, int backward, float *tmp) {
+  if (!backward) {
+    const float mx = row_max(x, n);
+    exp_shift(tmp, x, mx, n);
+    const float sum = row_sum(tmp, n);
+    if (log) {
+      const float lse = logf(sum);
+      for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - lse;
+    } else {
+      const float inv = 1.0f / sum; /* ATen's vectorised softmax multiplies by 1 / sum too */
+      for (int64_t j = 0; j < n; j++) y[j] = tmp[j] * inv;
+    }
+  } else if (log) {
+    const float gsum = row_sum(x, n);
+    exp_shift(tmp, yo, 0.0f, n);
+    for (int64_t j = 0; j < n; j++) y[j] = x[j] - tmp[j] * gsum;
+  } else {
+    for (int64_t j = 0; j < n; j++) tmp[j] = x[j] * yo[j];
+    const float dot = row_sum(tmp, n);
+    for (int64_t j = 0; j < n; j++) y[j] = yo[j] * (x[j] - dot);
+  }
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define EW_KERNEL_ENTRY(CLS, TT, DT, COL, name) ew_##name##_##CLS,
@@ -198,4 +401,8 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .row_max = row_max,
     .exp_shift = exp_shift,
     .norm_row = norm_row,
+    .mm = mm,
+    .softmax_row = softmax_row,
+    .ln_bwd_row = ln_bwd_row,
+    .attn_cols = attn_cols,
 };
