@@ -169,7 +169,7 @@ import runpy, sys
 for path in sys.argv[1:]:
     runpy.run_path(path, run_name="__main__")
 import torch_neuronx
-sys.stdout.write(f"FALLBACK_OPS {torch_neuronx.get_fallback_ops()}\n")  # one write: ranks share the pipe
+sys.stdout.write(f"FALLBACK_OPS {torch_neuronx.get_fallback_ops()}\\n")  # one write: ranks share the pipe
 sys.stdout.flush()
 """
 
