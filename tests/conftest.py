@@ -87,6 +87,15 @@ def neuron():
     torch.neuron.synchronize()
 
 
+@pytest.fixture
+def native(neuron):
+    """As `neuron`, and after the test (its queued work finished) nothing may have taken the
+    CPU fallback."""
+    yield neuron
+    torch.neuron.synchronize()
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def pytest_terminal_summary(terminalreporter):
     """The conformance counts per dtype (and, in the full run, the registered overloads no
     sample reached), when the conformance harness ran."""

@@ -10,14 +10,6 @@ import torch_neuronx
 TOL = dict(rtol=2e-5, atol=2e-5)
 
 
-@pytest.fixture
-def native():
-    torch_neuronx.clear_op_tracking()
-    yield
-    torch.neuron.synchronize()
-    assert torch_neuronx.get_fallback_ops() == []
-
-
 def _r(*shape, seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     if dtype.is_complex:

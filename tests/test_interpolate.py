@@ -15,14 +15,6 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 GRAD_TOL = dict(rtol=1e-4, atol=1e-4)
 
 
-@pytest.fixture
-def native():
-    torch_neuronx.clear_op_tracking()
-    yield
-    torch.neuron.synchronize()
-    assert torch_neuronx.get_fallback_ops() == []
-
-
 def _r(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 

@@ -12,14 +12,6 @@ TOL = dict(rtol=1e-4, atol=1e-5)
 NESTED_OPS = {"aten::_nested_tensor_from_mask", "aten::_transformer_encoder_layer_fwd", "aten::to_padded_tensor"}
 
 
-@pytest.fixture
-def native():
-    torch_neuronx.clear_op_tracking()
-    yield
-    torch.neuron.synchronize()
-    assert torch_neuronx.get_fallback_ops() == []
-
-
 def _encoder(d_model=16, nhead=4, layers=2, **kw):
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model, nhead, 2 * d_model, batch_first=True, dropout=0.0, **kw)

@@ -14,15 +14,6 @@ import torch_neuronx
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
-@pytest.fixture
-def native():
-    """Op tracking cleared; after the test nothing may have taken the CPU fallback."""
-    torch_neuronx.clear_op_tracking()
-    yield torch.device("neuron")
-    torch.neuron.synchronize()
-    assert torch_neuronx.get_fallback_ops() == []
-
-
 def _ran(op):
     assert op in torch_neuronx.get_executed_ops(), f"{op} did not run natively"
 
