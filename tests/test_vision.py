@@ -17,14 +17,6 @@ GRAD_TOL = dict(rtol=1e-4, atol=1e-4)
 HALF_TOL = dict(rtol=1.6e-2, atol=1e-3)
 
 
-@pytest.fixture
-def native(neuron):
-    """The device; after the test, no op may have taken the CPU fallback."""
-    yield neuron
-    torch.neuron.synchronize()
-    assert torch_neuronx.get_fallback_ops() == []
-
-
 def _pair(x):
     """A CPU leaf and its neuron copy (same values and strides), both requiring grad."""
     storage = x.detach().untyped_storage().to(device="neuron")
