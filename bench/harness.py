@@ -79,7 +79,9 @@ def header() -> str:
     return (f"host: {cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}\n"
             f"CPU tier: neuron {torch_neuronx.get_cpu_isa()} (TORCH_NEURONX_ISA={os.environ.get('TORCH_NEURONX_ISA', '')!r}), "
             f"PyTorch CPU {aten} (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '')!r})\n"
-            f"threads: PyTorch CPU {torch.get_num_threads()}, neuron runtime {torch_neuronx.get_num_threads()}")
+            f"threads: PyTorch CPU {torch.get_num_threads()}, neuron runtime {torch_neuronx.get_num_threads()}; "
+            f"neuron GEMM: {torch_neuronx.get_gemm_provider()} (MKL_ENABLE_INSTRUCTIONS="
+            f"{os.environ.get('MKL_ENABLE_INSTRUCTIONS', '')!r}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')!r})")
 
 
 def print_results(title: str, results: list[Result], as_json: bool = False) -> None:

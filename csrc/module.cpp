@@ -4,11 +4,16 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "neuron.h"
 #include "gate.h"
+#include "vnc/gemm.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -91,6 +96,33 @@ PyObject* py_set_num_threads(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
 }
+
+/* Float32 products go to the MKL that PyTorch's CPU library carries when it exports one
+ * (x86-64 wheels do; 1.1-1.3x OpenBLAS's speed on the main job's shapes), else to the
+ * runtime's OpenBLAS. TORCH_NEURONX_BLAS=openblas|mkl chooses; returns false with a Python
+ * error set for another value, or for mkl where PyTorch carries none. */
+bool choose_gemm_provider() {
+  const char* want = std::getenv("TORCH_NEURONX_BLAS");
+  if (want && *want && std::strcmp(want, "mkl") != 0 && std::strcmp(want, "openblas") != 0) {
+    PyErr_Format(PyExc_RuntimeError, "TORCH_NEURONX_BLAS='%s' is not one of mkl, openblas", want);
+    return false;
+  }
+  if (want && std::strcmp(want, "openblas") == 0) return true;
+  void* torch_cpu = dlopen("libtorch_cpu.so", RTLD_NOLOAD | RTLD_LAZY);
+  auto sgemm = torch_cpu ? reinterpret_cast<vnc_sgemm_fn>(dlsym(torch_cpu, "sgemm_")) : nullptr;
+  auto local = torch_cpu ? reinterpret_cast<int (*)(int)>(dlsym(torch_cpu, "MKL_Set_Num_Threads_Local")) : nullptr;
+  if (sgemm && local) {
+    vnc_gemm_set_provider("mkl", sgemm, local);
+  } else if (want && *want) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "TORCH_NEURONX_BLAS=mkl, but this PyTorch's libtorch_cpu exports no MKL (sgemm_ and "
+                    "MKL_Set_Num_Threads_Local); unset it to use OpenBLAS");
+    return false;
+  }
+  return true;
+}
+
+PyObject* py_gemm_provider(PyObject*, PyObject*) { return PyUnicode_FromString(vnc_gemm_provider()); }
 
 PyObject* py_cpu_isa_supported(PyObject*, PyObject* arg) {
   const char* name = PyUnicode_AsUTF8(arg);
@@ -429,6 +461,7 @@ PyMethodDef methods[] = {
     {"_num_threads", py_num_threads, METH_NOARGS, nullptr},
     {"_set_num_threads", py_set_num_threads, METH_O, nullptr},
     {"_isa", py_cpu_isa, METH_NOARGS, nullptr},
+    {"_gemm_provider", py_gemm_provider, METH_NOARGS, nullptr},
     {"_cpu_isa_supported", py_cpu_isa_supported, METH_O, nullptr},
     {"_init", py_init, METH_NOARGS, nullptr},
     {"_get_device", py_get_device, METH_NOARGS, nullptr},
@@ -466,6 +499,7 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_neuronx._C", "torch_neur
 }  // namespace
 
 PyMODINIT_FUNC PyInit__C(void) {
+  if (!choose_gemm_provider()) return nullptr;
   PyObject* m = PyModule_Create(&module_def);
   if (m && torch_neuronx::add_jit_methods(m) < 0) Py_CLEAR(m);
   return m;

@@ -139,6 +139,20 @@ def get_cpu_isa() -> str:
     return _C._isa()
 
 
+def get_gemm_provider() -> str:
+    """The BLAS that computes the runtime's float32 products (``mm``, ``addmm``, ``bmm``,
+    linear layers, convolution): ``"mkl"`` or ``"openblas"``.
+
+    ``"mkl"`` is the Intel MKL that PyTorch's own CPU library carries (x86-64 wheels), used
+    when that library exports it, so ``neuron`` products run on the BLAS CPU PyTorch uses;
+    otherwise, or with ``TORCH_NEURONX_BLAS=openblas``, the runtime's OpenBLAS
+    (scipy-openblas32). Either runs single-threaded per tile on the runtime's threads. Each
+    library picks its own instruction set (``MKL_ENABLE_INSTRUCTIONS`` /
+    ``OPENBLAS_CORETYPE`` cap them; ``TORCH_NEURONX_ISA`` does not).
+    """
+    return _C._gemm_provider()
+
+
 def _install_print_hook() -> None:
     """Printing a neuron tensor is a host read: its internal ops are not tracked."""
     import torch._tensor_str as tensor_str

@@ -70,7 +70,8 @@ def _kernel_host() -> str:
     supported = [t for t in ("avx512", "avx2", "baseline") if torch_neuronx._C._cpu_isa_supported(t)]
     return (f"kernels: CPU tier {torch_neuronx.get_cpu_isa()}"
             + (f" (capped by TORCH_NEURONX_ISA={cap})" if cap else "")
-            + f", supported {', '.join(supported)}; {torch_neuronx.get_num_threads()} threads; {cpu_model()}")
+            + f", supported {', '.join(supported)}; GEMM {torch_neuronx.get_gemm_provider()};"
+            + f" {torch_neuronx.get_num_threads()} threads; {cpu_model()}")
 
 
 def check_devices() -> Check:

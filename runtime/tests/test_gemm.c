@@ -1,8 +1,10 @@
 /* GEMM against a direct triple loop in double: layouts (row-major, transposed, strided),
- * batches, beta, mixed float16 path, integers. */
+ * batches, beta, mixed float16 path, integers; an installed sgemm provider (the column-major
+ * translation of every tile, for each transpose pair). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "check.h"
 
 static vnc_stream *S;
@@ -20,6 +22,59 @@ static float half_to_float(uint16_t h) {
   const float m = 1.0f + (float)(h & 0x3FF) / 1024.0f;
   const float v = ldexpf(m, e - 15);
   return (h & 0x8000) ? -v : v;
+}
+
+/* OpenBLAS's own Fortran-interface sgemm, installed as a provider behind a counter. */
+void scipy_sgemm_(const char *, const char *, const int *, const int *, const int *, const float *, const float *,
+                  const int *, const float *, const int *, const float *, float *, const int *);
+static int provider_calls, local_calls;
+static void counting_sgemm(const char *ta, const char *tb, const int *m, const int *n, const int *k, const float *alpha,
+                           const float *a, const int *lda, const float *b, const int *ldb, const float *beta, float *c,
+                           const int *ldc) {
+  __atomic_fetch_add(&provider_calls, 1, __ATOMIC_RELAXED);
+  scipy_sgemm_(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+static int counting_local(int n) {
+  (void)n;
+  __atomic_fetch_add(&local_calls, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/* C = 1.5 op(A) op(B) + 0.5 C at 300 x 200 x 70 (several row and column tiles) through the
+ * provider, for each transpose pair, against the direct sum. */
+static void provider_products(void) {
+  enum { PM = 300, PN = 200, PK = 70 };
+  float *A = malloc(sizeof(float) * PM * PK), *B = malloc(sizeof(float) * PK * PN), *C = malloc(sizeof(float) * PM * PN);
+  for (int i = 0; i < PM * PK; i++) A[i] = (float)((i * 5) % 13) / 8.0f - 0.75f;
+  for (int i = 0; i < PK * PN; i++) B[i] = (float)((i * 3) % 7) / 4.0f - 0.5f;
+  vnc_gemm_set_provider("counting", counting_sgemm, counting_local);
+  CHECK(strcmp(vnc_gemm_provider(), "counting") == 0);
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      /* the same logical A (PM x PK) and B (PK x PN), stored transposed when ta/tb */
+      vnc_matrix a = ta ? (vnc_matrix){A, 0, 1, PM, VNC_FLOAT32} : (vnc_matrix){A, 0, PK, 1, VNC_FLOAT32};
+      vnc_matrix b = tb ? (vnc_matrix){B, 0, 1, PK, VNC_FLOAT32} : (vnc_matrix){B, 0, PN, 1, VNC_FLOAT32};
+      vnc_matrix c = {C, 0, PN, 1, VNC_FLOAT32};
+      for (int i = 0; i < PM * PN; i++) C[i] = 2.0f;
+      provider_calls = 0;
+      CHECK_OK(vnc_gemm(S, "addmm", 1, PM, PN, PK, 1.5, &a, &b, 0.5, &c));
+      CHECK_OK(vnc_stream_synchronize(S));
+      int ok = 1;
+      for (int i = 0; i < PM; i++)
+        for (int j = 0; j < PN; j++) {
+          const double want = 1.5 * ref(A, ta ? 1 : PK, ta ? PM : 1, B, tb ? 1 : PN, tb ? PK : 1, i, j, PK) + 1.0;
+          ok &= fabs(C[i * PN + j] - want) < 1e-3;
+        }
+      if (!ok) fprintf(stderr, "provider: trans_a %d trans_b %d wrong\n", ta, tb);
+      CHECK(ok);
+      CHECK(provider_calls > 1); /* tiled */
+    }
+  CHECK(local_calls > 0);
+  vnc_gemm_set_provider(NULL, NULL, NULL);
+  CHECK(strcmp(vnc_gemm_provider(), "openblas") == 0);
+  free(A);
+  free(B);
+  free(C);
 }
 
 int main(void) {
@@ -81,5 +136,6 @@ int main(void) {
   CHECK(z[0] == 0.0f && z[3] == 0.0f);
   vnc_matrix bad = {B, 0, N, 1, VNC_FLOAT64};
   CHECK(vnc_gemm(S, "mm", 1, M, N, K, 1.0, &a, &bad, 0.0, &c) == VNC_ERR_INVALID_ARGUMENT);
+  provider_products();
   CHECK_DONE();
 }

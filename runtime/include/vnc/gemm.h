@@ -1,4 +1,5 @@
-/* vnc/gemm.h — batched matrix multiplication through BLAS (OpenBLAS, scipy-openblas32).
+/* vnc/gemm.h — batched matrix multiplication through BLAS (OpenBLAS from scipy-openblas32, or
+ * the sgemm installed by vnc_gemm_set_provider).
  *
  * C[b] = alpha * A[b] @ B[b] + beta * C[b] for b < batch, with A[b] M x K, B[b] K x N and
  * C[b] M x N, each given by a base pointer and element strides (any strides; operands
@@ -30,6 +31,19 @@ typedef struct vnc_matrix {
 vnc_status vnc_gemm(vnc_stream *s, const char *op, int64_t batch, int64_t M, int64_t N, int64_t K,
                     double alpha, const vnc_matrix *A, const vnc_matrix *B, double beta,
                     const vnc_matrix *C);
+
+/* A BLAS sgemm with the Fortran interface (column-major, arguments by reference). */
+typedef void (*vnc_sgemm_fn)(const char *trans_a, const char *trans_b, const int *m, const int *n, const int *k,
+                             const float *alpha, const float *a, const int *lda, const float *b, const int *ldb,
+                             const float *beta, float *c, const int *ldc);
+
+/* Routes every float32 product (GEMM, convolution, ...) to `sgemm`, called on the runtime's
+ * pool threads one tile at a time; `set_local_threads`, when given, is called with 1 on the
+ * calling thread first, so a threaded BLAS computes each tile on that thread alone. NULL
+ * `sgemm` restores the built-in OpenBLAS. Call before the first product. */
+void vnc_gemm_set_provider(const char *name, vnc_sgemm_fn sgemm, int (*set_local_threads)(int));
+/* "openblas" or the name given to vnc_gemm_set_provider. */
+const char *vnc_gemm_provider(void);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
-/* GEMM: float32 through OpenBLAS sgemm (other floating dtypes packed to float32), integers
- * by an exact int64 loop. BLAS runs single-threaded on tiles of the product spread over the
- * runtime's pool, so the two never oversubscribe the cores together. */
+/* GEMM: float32 through BLAS sgemm, OpenBLAS or an installed provider (other floating dtypes
+ * packed to float32), integers by an exact int64 loop. BLAS runs single-threaded on tiles of
+ * the product spread over the runtime's pool, so the two never oversubscribe the cores. */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -157,8 +157,37 @@ typedef struct sgemm_args {
   int64_t lda, ldb, ldc;
 } sgemm_args;
 
+/* The float32 GEMM provider: the built-in OpenBLAS unless vnc_gemm_set_provider installed
+ * another (set before the first GEMM; read without a lock afterwards). */
+static struct {
+  const char *name;
+  vnc_sgemm_fn sgemm;
+  int (*set_local_threads)(int);
+} provider = {"openblas", NULL, NULL};
+
+void vnc_gemm_set_provider(const char *name, vnc_sgemm_fn sgemm, int (*set_local_threads)(int)) {
+  provider.name = sgemm ? name : "openblas";
+  provider.sgemm = sgemm;
+  provider.set_local_threads = sgemm ? set_local_threads : NULL;
+}
+
+const char *vnc_gemm_provider(void) { return provider.name; }
+
 static void sgemm_tiles(void *ctx, int64_t t0, int64_t t1) {
   const sgemm_args *g = ctx;
+  if (provider.sgemm) { /* column-major interface: C^T = op(B)^T op(A)^T */
+    if (provider.set_local_threads) provider.set_local_threads(1);
+    for (int64_t t = t0; t < t1; t++) {
+      const int64_t i0 = (t / g->ntn) * g->tm, j0 = (t % g->ntn) * g->tn;
+      const int m = (int)(g->M - i0 < g->tm ? g->M - i0 : g->tm), n = (int)(g->N - j0 < g->tn ? g->N - j0 : g->tn);
+      const int k = (int)g->K, lda = (int)g->lda, ldb = (int)g->ldb, ldc = (int)g->ldc;
+      const float *a = g->trans_a ? g->A + i0 : g->A + i0 * g->lda;
+      const float *b = g->trans_b ? g->B + j0 * g->ldb : g->B + j0;
+      provider.sgemm(g->trans_b ? "T" : "N", g->trans_a ? "T" : "N", &n, &m, &k, &g->alpha, b, &ldb, a, &lda, &g->beta,
+                     g->C + i0 * g->ldc + j0, &ldc);
+    }
+    return;
+  }
   for (int64_t t = t0; t < t1; t++) {
     const int64_t i0 = (t / g->ntn) * g->tm, j0 = (t % g->ntn) * g->tn;
     const int64_t m = g->M - i0 < g->tm ? g->M - i0 : g->tm, n = g->N - j0 < g->tn ? g->N - j0 : g->tn;
