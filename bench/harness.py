@@ -43,23 +43,36 @@ def best_seconds(fn: Callable[[], None], sync: Callable[[], None], repeat: int =
 median_seconds = best_seconds  # the name earlier benchmarks used
 
 
+# Pause before each side of a pair. After a parallel region OpenMP's workers (CPU PyTorch's
+# intra-op threads) spin before they sleep (libgomp: GOMP_SPINCOUNT, 300,000 polls when
+# OMP_WAIT_POLICY is unset; ~10 ms measured here), holding the cores the next run needs; the
+# runtime's pool polls 30 us.
+SETTLE_S = 0.02
+
+
 def best_pair(fn_cpu: Callable[[], None], fn_dev: Callable[[], None], repeat: int = 7,
               warmup: int = 2) -> tuple[float, float]:
     """Shortest wall times (CPU, neuron) in seconds, the two timed alternately so that both see
-    the same load of a shared machine."""
+    the same load of a shared machine. Each side waits SETTLE_S (the other side's threads are
+    asleep), runs once untimed (its own threads are awake, as in a loop) and then once timed."""
     for _ in range(warmup):
         fn_cpu()
         fn_dev()
         neuron_sync()
     t_cpu, t_dev = [], []
     for _ in range(repeat):
+        time.sleep(SETTLE_S)
+        fn_cpu()
         t0 = time.perf_counter()
         fn_cpu()
+        t_cpu.append(time.perf_counter() - t0)
+        time.sleep(SETTLE_S)
+        fn_dev()
+        neuron_sync()
         t1 = time.perf_counter()
         fn_dev()
         neuron_sync()
         t_dev.append(time.perf_counter() - t1)
-        t_cpu.append(t1 - t0)
     return min(t_cpu), min(t_dev)
 
 
