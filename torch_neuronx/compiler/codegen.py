@@ -27,21 +27,13 @@ import torch
 from .externs import broadcast_strides
 from .pointwise import INT_FAULT_ROWS
 from .ir import (CLASS_CTYPE, C_STEPS, Const, Extern, FusedReduce, Load, Loop, PW, Reduce, c_double, c_literal, dtype_name,
-                 dtype_num, type_class)
+                 dtype_num, type_class, written_refs)
 
 GRAIN = 32768  # elements per parallel unit at least (VNC_ITER_GRAIN)
 CHUNK = 16384  # inner-dim elements per unit
 
 
 SEGMENT_BUFFERS = 4  # fresh buffers a segment may write before the next one starts
-
-
-def _written(step) -> list:
-    if isinstance(step, Loop):
-        return [r for _, r in step.stores]
-    if isinstance(step, (Reduce, FusedReduce)):
-        return [step.out]
-    return list(step.writes)
 
 
 def segments(steps, split: bool = False):
@@ -64,7 +56,7 @@ def segments(steps, split: bool = False):
             start = None
         if start is None:
             start, fresh = i, 0
-        for r in _written(s):
+        for r in written_refs(s):
             if r.buf.kind == "alloc" and r.buf.id not in seen:
                 seen.add(r.buf.id)
                 fresh += 1
@@ -118,6 +110,9 @@ class Unit:
                 body += self.reduce(step, addr)
             elif isinstance(step, FusedReduce):
                 body += self.fused_reduce(step, addr)
+            elif isinstance(step, Extern) and step.epilogue is not None:
+                fn = self.loop_function(step.epilogue, addr, rows=True)[0]
+                body += ["{"] + ["  " + line for line in step.emit(addr, epilogue=fn)] + ["}"]
             elif isinstance(step, Extern):
                 body += ["{"] + ["  " + line for line in step.emit(addr)] + ["}"]
         self.funcs.append("\n".join([f"VNC_JIT_EXPORT vnc_status seg_{k}(vnc_stream *s, char *const *B) {{",
@@ -146,9 +141,21 @@ class Unit:
     # ---------------------------------------------------------------- fusion groups
 
     def loop(self, lp: Loop, addr) -> list:
-        shape = tuple(lp.shape)
-        if math.prod(shape) == 0:
+        if math.prod(lp.shape) == 0:
             return []
+        name, units, grain, faulting = self.loop_function(lp, addr)
+        call = [f"vnc_jit_loop_ctx c = {{B, 0}};", f"vnc_rt->parallel_for(${units}, ${grain}, {name}, &c);"]
+        if faulting:
+            call.append(f'if (c.fault) return vnc_rt->set_error(VNC_ERR_INVALID_ARGUMENT, '
+                        f'"aten::{faulting[0].op}: ZeroDivisionError");')
+        return ["{"] + ["  " + c for c in call] + ["}"]
+
+    def loop_function(self, lp: Loop, addr, rows: bool = False) -> tuple:
+        """Emits the function computing `lp` for units [u0, u1): (name, units, grain, faulting
+        members). A unit is a chunk of the inner run of the coalesced iteration space; with
+        `rows` (a GEMM epilogue) the space is not reordered and a unit is one index of all but
+        the last dim, i.e. one row of the product (fuse_gemm_epilogues checked the layout)."""
+        shape = tuple(lp.shape)
         loads, seen = [], set()
         for m in lp.members:
             for x in m.inputs:
@@ -156,16 +163,19 @@ class Unit:
                     seen.add(id(x.ref))
                     loads.append(x)
         operands = [(r, r.stride) for _, r in lp.stores] + [(x.ref, broadcast_strides(x.ref, shape)) for x in loads]
-        dims = _order_dims(shape, [st for _, st in operands])
+        if rows:
+            dims = [(n, [st[d] for _, st in operands]) for d, n in enumerate(shape) if n != 1 or d == len(shape) - 1]
+        else:
+            dims = _order_dims(shape, [st for _, st in operands])
         # dims: [(size, [stride per operand])], outermost first; the last is the inner run
         if not dims:
             dims = [(1, [0] * len(operands))]
         inner_n, inner_st = dims[-1]
         outer = dims[:-1]
-        rows = math.prod(n for n, _ in outer)
-        ch = inner_n if inner_n <= CHUNK else CHUNK
+        nrows = math.prod(n for n, _ in outer)
+        ch = inner_n if inner_n <= CHUNK or rows else CHUNK
         nch = -(-inner_n // ch)
-        units = rows * nch
+        units = nrows * nch
         grain = max(1, -(-GRAIN // ch))
         name = f"loop_{self.nloops}"
         self.nloops += 1
@@ -199,11 +209,7 @@ class Unit:
         lines[3:3] = [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
         lines += body + ["    }", "  }", "}", ""]
         self.top.append("\n".join(lines))
-        call = [f"vnc_jit_loop_ctx c = {{B, 0}};", f"vnc_rt->parallel_for(${units}, ${grain}, {name}, &c);"]
-        if faulting:
-            call.append(f'if (c.fault) return vnc_rt->set_error(VNC_ERR_INVALID_ARGUMENT, '
-                        f'"aten::{faulting[0].op}: ZeroDivisionError");')
-        return ["{"] + ["  " + c for c in call] + ["}"]
+        return name, units, grain, faulting
 
     def _body(self, lp: Loop, loads, operands, inner_st, esz) -> list:
         nstore = len(lp.stores)

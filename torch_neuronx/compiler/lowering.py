@@ -10,6 +10,7 @@ through the CPU fallback raises ``UnsupportedOp``.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -18,7 +19,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from . import externs
 from .externs import broadcast_strides, c_tensor
-from .ir import C_STEPS, Buffer, Const, Eager, Extern, Load, Loop, PW, TRef, CLASS_DTYPE, type_class
+from .ir import C_STEPS, Buffer, Const, Eager, Extern, Load, Loop, PW, TRef, CLASS_DTYPE, type_class, written_refs
 from .pointwise import RULES, scalar_kind
 
 aten = torch.ops.aten
@@ -110,11 +111,12 @@ class Program:
         # a backward graph: its inputs (saved activations) are let go of as it runs, so its C
         # steps are split into several segments (codegen.segments)
         self.releases_inputs = False
+        self.gemm_epilogues = 0  # fusion groups run as GEMM epilogues (fuse_gemm_epilogues)
         self.device = None
 
     @property
     def fused_kernels(self) -> int:
-        return sum(1 for s in self.steps if isinstance(s, Loop))
+        return sum(1 for s in self.steps if isinstance(s, Loop)) + self.gemm_epilogues
 
     @property
     def c_steps(self) -> int:
@@ -535,9 +537,71 @@ class DynamicShapes(Exception):
     """The graph has symbolic sizes (compiled graphs are static; see the backend)."""
 
 
+def _contiguous_strides(shape) -> tuple:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc if n != 1 else 0)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def fuse_gemm_epilogues(steps: list) -> int:
+    """Moves the pointwise consumer of a GEMM's output into the GEMM (Extern.epilogue): the
+    runtime then runs it on each finished tile of rows while the tile is in cache, instead of
+    a second pass over the product (bias, activation, residual add, GELU backward...).
+
+    A fusion group qualifies when its rows are the product's rows: its last dim is the
+    product's columns, its other dims count the product's rows, and every read of the
+    product's buffer is the product itself, contiguous in the group's index order (so a tile
+    reads only finished rows). The group must follow the GEMM with only C steps between them,
+    none of which writes what the group reads or names what it writes (so it may run
+    earlier), store only into fresh buffers, and have no integer division (whose zero check
+    needs the loop's fault path).
+    Values are unchanged: the same body computes each element. Returns the number fused."""
+    from .pointwise import INT_FAULT_ROWS
+
+    fused, i = 0, 0
+    while i < len(steps):
+        g = steps[i]
+        i += 1
+        if not isinstance(g, Extern) or g.rows is None or g.epilogue is not None:
+            continue
+        out, nrows, ncols = g.rows
+        written, touched = set(), set()  # buffers the steps between write / name at all
+        for j in range(i, len(steps)):
+            lp = steps[j]
+            if not isinstance(lp, C_STEPS):
+                break
+            if isinstance(lp, Loop) and _epilogue_fits(lp, out, nrows, ncols, written, touched, INT_FAULT_ROWS):
+                g.epilogue = lp
+                del steps[j]
+                fused += 1
+                break
+            written.update(id(r.buf) for r in written_refs(lp))
+            touched.update(id(r.buf) for r in lp.refs())
+    return fused
+
+
+def _epilogue_fits(lp: Loop, out: TRef, nrows: int, ncols: int, written: set, touched: set, fault_rows) -> bool:
+    shape = tuple(lp.shape)
+    if not shape or shape[-1] != ncols or math.prod(shape[:-1]) != nrows or nrows * ncols == 0:
+        return False
+    reads = [x.ref for m in lp.members for x in m.inputs if isinstance(x, Load)]
+    mine = [r for r in reads if r.buf is out.buf]
+    if not mine or any(r.offset != out.offset or broadcast_strides(r, shape) != _contiguous_strides(shape)
+                       for r in mine):
+        return False
+    if any(id(r.buf) in written for r in reads):
+        return False
+    if any(r.buf.kind != "alloc" or r.buf is out.buf or id(r.buf) in touched for _, r in lp.stores) or lp.write_backs:
+        return False
+    return not any(m.op in fault_rows and not m.compute.is_floating_point for m in lp.members)
+
+
 def lower(gm: torch.fx.GraphModule, donated=()) -> Program:
     """Lowers `gm`; `donated`: input positions AOTAutograd donates (saved activations of a
-    backward graph that nothing else holds)."""
+    backward graph that nothing else holds). GEMM epilogues are fused afterwards."""
     prog = Lowerer(gm).run()
     prog.donated = set(donated or ())
+    prog.gemm_epilogues = fuse_gemm_epilogues(prog.steps)
     return prog
