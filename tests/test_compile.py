@@ -174,6 +174,30 @@ def test_gemm_epilogues(neuron):
     assert torch_neuronx.get_fallback_ops() == []
 
 
+def test_gemm_epilogue_overwrites_the_product_in_place(neuron):
+    """When nothing else reads the product, the GEMM writes it into the epilogue's output and the
+    epilogue overwrites it in place: the call allocates its output only (eager: the product and
+    the output)."""
+    f = lambda x, w, b: F.gelu(torch.addmm(b, x, w))  # noqa: E731
+    g = torch.Generator().manual_seed(6)
+    x, w, b = (t.to(neuron) for t in (torch.randn(512, 64, generator=g), torch.randn(64, 1024, generator=g) / 8,
+                                       torch.randn(1024, generator=g)))
+    cf = torch.compile(f, backend="neuron")
+    assert_bitwise_equal(cf(x, w, b), f(x, w, b))
+    peaks = []
+    for fn in (f, cf):
+        torch.neuron.synchronize()
+        torch.neuron.reset_peak_memory_stats()
+        before = torch.neuron.memory_allocated()
+        y = fn(x, w, b)
+        torch.neuron.synchronize()
+        peaks.append(torch.neuron.max_memory_allocated() - before)
+        del y
+    out_bytes = 512 * 1024 * 4
+    assert peaks[0] >= 2 * out_bytes and peaks[1] == out_bytes, peaks
+    assert [r["gemm_epilogue_count"] for r in compiled_records()] == [1]
+
+
 def test_gpt_graphs_fuse_gemm_epilogues():
     """The main job's GPT: per block, the attention projection's and the MLP output's residual
     adds and the MLP's GELU run as GEMM epilogues (forward), and GELU backward (backward)."""

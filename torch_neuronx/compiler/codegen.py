@@ -33,7 +33,7 @@ GRAIN = 32768  # elements per parallel unit at least (VNC_ITER_GRAIN)
 CHUNK = 16384  # inner-dim elements per unit
 
 
-SEGMENT_BUFFERS = 4  # fresh buffers a segment may write before the next one starts
+SEGMENT_BUFFERS = 3  # fresh buffers a segment may write before the next one starts
 
 
 def segments(steps, split: bool = False):
@@ -162,7 +162,19 @@ class Unit:
                 if isinstance(x, Load) and id(x.ref) not in seen:
                     seen.add(id(x.ref))
                     loads.append(x)
-        operands = [(r, r.stride) for _, r in lp.stores] + [(x.ref, broadcast_strides(x.ref, shape)) for x in loads]
+        stores = [r for _, r in lp.stores]
+        # a load of exactly what a store writes (a GEMM epilogue overwriting the product in
+        # place) uses the store's pointer: element i is read before it is written
+        op_of, extra = [], []
+        for x in loads:
+            bst = broadcast_strides(x.ref, shape)
+            k = next((k for k, r in enumerate(stores) if r.buf is x.ref.buf and r.offset == x.ref.offset
+                      and tuple(r.stride) == bst and r.dtype == x.ref.dtype), None)
+            if k is None:
+                k = len(stores) + len(extra)
+                extra.append((x.ref, bst))
+            op_of.append(k)
+        operands = [(r, r.stride) for r in stores] + extra
         if rows:
             dims = [(n, [st[d] for _, st in operands]) for d, n in enumerate(shape) if n != 1 or d == len(shape) - 1]
         else:
@@ -198,22 +210,22 @@ class Unit:
                 incs = " ".join(f"q{k} += x * ${st[k] * esz[k]};" for k in range(len(operands)) if st[k])
                 lines.append(f"    x = rem % ${n}; rem /= ${n}; {incs}")
         # typed restrict pointers: stores go to fresh buffers, so nothing a loop writes aliases
-        # what it reads (this lets the compiler vectorise without runtime alias checks)
+        # what it reads through another pointer (this lets the compiler vectorise without
+        # runtime alias checks)
         nstore = len(lp.stores)
         for k, (r, _) in enumerate(operands):
             st = "VNC_STORAGE_" + dtype_name(r.dtype)
             lines.append(f"    {'' if k < nstore else 'const '}{st} *restrict s{k} = ({'' if k < nstore else 'const '}{st} *)q{k};")
         lines.append("    for (int64_t i = i0; i < i1; i++) {")
-        body = ["      " + b for b in self._body(lp, loads, operands, inner_st, esz)]
+        body = ["      " + b for b in self._body(lp, loads, op_of, inner_st)]
         # bodies that may meet a zero divisor report it through a copy of their parameters
         lines[3:3] = [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
         lines += body + ["    }", "  }", "}", ""]
         self.top.append("\n".join(lines))
         return name, units, grain, faulting
 
-    def _body(self, lp: Loop, loads, operands, inner_st, esz) -> list:
-        nstore = len(lp.stores)
-        out, names = self._compute(lp.members, loads, lambda j: f"&s{nstore + j}[{_index(inner_st[nstore + j])}]")
+    def _body(self, lp: Loop, loads, op_of, inner_st) -> list:
+        out, names = self._compute(lp.members, loads, lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]")
         for k, (m, r) in enumerate(lp.stores):
             out.append(f"s{k}[{_index(inner_st[k])}] = {names[('st', id(m))]};")
         return out

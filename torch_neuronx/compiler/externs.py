@@ -246,6 +246,7 @@ def _gemm(name: str, has_self: bool):
         K = ra.size[0] if len(ra.size) == 1 else ra.size[-1]
 
         def emit(addr, epilogue=None):
+            ro = ext.writes[0]  # fuse_gemm_epilogues may place the product in its epilogue's output
             code = []
             if rs is not None:  # eager: out.copy_(self.expand(out.sizes())) before the product
                 code.append(c_tensor("dst", addr(ro), ro.size, ro.stride, ro.dtype))
@@ -266,7 +267,8 @@ def _gemm(name: str, has_self: bool):
             return code
 
         rows = (ro, batch * M, N) if nd >= 2 and ro.is_contiguous() else None
-        lw.prog.steps.append(Extern(name, emit, [r for r in (ra, rb, rs) if r is not None], [ro], rows=rows))
+        ext = Extern(name, emit, [r for r in (ra, rb, rs) if r is not None], [ro], rows=rows)
+        lw.prog.steps.append(ext)
         lw.values[node] = ro
         return True
 

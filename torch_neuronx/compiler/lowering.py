@@ -545,7 +545,7 @@ def _contiguous_strides(shape) -> tuple:
     return tuple(reversed(out))
 
 
-def fuse_gemm_epilogues(steps: list) -> int:
+def fuse_gemm_epilogues(prog: Program) -> int:
     """Moves the pointwise consumer of a GEMM's output into the GEMM (Extern.epilogue): the
     runtime then runs it on each finished tile of rows while the tile is in cache, instead of
     a second pass over the product (bias, activation, residual add, GELU backward...).
@@ -557,9 +557,13 @@ def fuse_gemm_epilogues(steps: list) -> int:
     none of which writes what the group reads or names what it writes (so it may run
     earlier), store only into fresh buffers, and have no integer division (whose zero check
     needs the loop's fault path).
-    Values are unchanged: the same body computes each element. Returns the number fused."""
+    Values are unchanged: the same body computes each element. When nothing else reads the
+    product, the GEMM writes it straight into a group output of the same layout, which the
+    group then overwrites in place (_product_in_place). Returns the number fused."""
     from .pointwise import INT_FAULT_ROWS
 
+    steps = prog.steps
+    keep = {x.buf.id for x in tree_leaves(prog.outputs) if isinstance(x, TRef)}
     fused, i = 0, 0
     while i < len(steps):
         g = steps[i]
@@ -575,11 +579,37 @@ def fuse_gemm_epilogues(steps: list) -> int:
             if isinstance(lp, Loop) and _epilogue_fits(lp, out, nrows, ncols, written, touched, INT_FAULT_ROWS):
                 g.epilogue = lp
                 del steps[j]
+                _product_in_place(steps, g, lp, keep)
                 fused += 1
                 break
             written.update(id(r.buf) for r in written_refs(lp))
             touched.update(id(r.buf) for r in lp.refs())
     return fused
+
+
+def _product_in_place(steps, g: Extern, lp: Loop, keep: set) -> None:
+    """Places the product of `g` in the memory of an output of its epilogue `lp` when no other
+    step and no graph output reads the product and that output is float like it, dense, in
+    the product's order: one buffer fewer (the epilogue reads each element, then overwrites
+    it; codegen gives the load and the store one pointer)."""
+    out = g.writes[0]
+    x = out.buf
+    if x.kind != "alloc" or x.id in keep or any(s is not g and any(r.buf is x for r in s.refs()) for s in steps):
+        return
+    shape, contiguous = tuple(lp.shape), _contiguous_strides(tuple(lp.shape))
+    for _, r in lp.stores:
+        if (r.dtype == out.dtype and r.offset == 0 and broadcast_strides(r, shape) == contiguous
+                and r.buf.numel == x.numel == r.numel):
+            moved = {}
+            g.writes[0] = TRef(r.buf, out.dtype, out.size, out.stride, out.offset)
+            g.rows = (g.writes[0],) + tuple(g.rows[1:])
+            for m in lp.members:
+                for v in m.inputs:
+                    if isinstance(v, Load) and v.ref.buf is x:
+                        if id(v.ref) not in moved:
+                            moved[id(v.ref)] = TRef(r.buf, v.ref.dtype, v.ref.size, v.ref.stride, v.ref.offset)
+                        v.ref = moved[id(v.ref)]
+            return
 
 
 def _epilogue_fits(lp: Loop, out: TRef, nrows: int, ncols: int, written: set, touched: set, fault_rows) -> bool:
@@ -603,5 +633,5 @@ def lower(gm: torch.fx.GraphModule, donated=()) -> Program:
     backward graph that nothing else holds). GEMM epilogues are fused afterwards."""
     prog = Lowerer(gm).run()
     prog.donated = set(donated or ())
-    prog.gemm_epilogues = fuse_gemm_epilogues(prog.steps)
+    prog.gemm_epilogues = fuse_gemm_epilogues(prog)
     return prog
