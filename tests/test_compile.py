@@ -209,6 +209,21 @@ def test_gpt_graphs_fuse_gemm_epilogues():
     assert counts == {"forward": 3 * 2, "backward": 1 * 2}, counts
 
 
+def test_lazy_bit_views(neuron):
+    """aten._conj and aten._neg_view are views that change what readers see: compiled, they
+    compute the conjugate / negation (not a stride-only view), equal to eager."""
+    def f(a, x):
+        return a.conj() * 2 + 1, a.conj().imag * 3, torch._neg_view(x) * 2
+
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(33, dtype=torch.complex64, generator=g).to(neuron)
+    x = torch.randn(33, generator=g).to(neuron)
+    for got, want in zip(torch.compile(f, backend="neuron")(a, x), f(a, x)):
+        assert_bitwise_equal(got, want)
+    assert_compiled(allow_eager=("aten::conj_physical", "aten::neg", "aten::view_as_real"))
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def _train(model, steps, data, compile_model):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     fn = torch.compile(model, backend="neuron") if compile_model else model

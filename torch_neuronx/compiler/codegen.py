@@ -192,7 +192,7 @@ class Unit:
         name = f"loop_{self.nloops}"
         self.nloops += 1
         esz = [r.dtype.itemsize for r, _ in operands]
-        lines = [f"static void {name}(void *ctx, int64_t u0, int64_t u1) {{",
+        lines = [f"{_attrs(lp.members)}static void {name}(void *ctx, int64_t u0, int64_t u1) {{",
                  "  vnc_jit_loop_ctx *C = (vnc_jit_loop_ctx *)ctx;", "  char *const *B = C->B;"]
         faulting = [m for m in lp.members if m.op in INT_FAULT_ROWS and not m.compute.is_floating_point]
         self.fault_locals = []
@@ -258,7 +258,7 @@ class Unit:
         self.nloops += 1
         acc = "float" if r.value.dtype.is_floating_point else "int64_t"  # reduce.c's accumulation
         self.fault_locals = []
-        lines = [f"static void {name}(void *ctx, char *const *in, const int64_t *st, int64_t n, void *out) {{",
+        lines = [f"{_attrs(r.members)}static void {name}(void *ctx, char *const *in, const int64_t *st, int64_t n, void *out) {{",
                  "  char *const *B = (char *const *)ctx; (void)B; (void)st;", f"  {acc} *restrict o = ({acc} *)out;"]
         for j, x in enumerate(r.loads):
             ty = "VNC_STORAGE_" + dtype_name(x.ref.dtype)
@@ -311,6 +311,14 @@ class Unit:
                 name += "_"
             p = "&" + name
         return f"vnc_ew_{m.op}_{cls}({', '.join(args)}, {p})"
+
+
+def _attrs(members) -> str:
+    """Function attributes of a generated loop: complex arithmetic stays scalar, as in the
+    runtime's complex kernels (GCC 12 vectorises a complex product into fmaddsub, a fused
+    operation, even under -ffp-contract=off; the JIT builds with FMA enabled for vnc_fmaf)."""
+    complex_ = any(type_class(m.compute) == "C64" or m.dtype.is_complex for m in members)
+    return '__attribute__((optimize("no-tree-vectorize"))) ' if complex_ else ""
 
 
 def _params(p: dict) -> str:

@@ -78,7 +78,14 @@ def has_native_kernel(op) -> bool:
                          "CompositeExplicitAutogradNonFunctional"))
 
 
+# Views that set a lazy bit (conjugate, negative) change the values a reader sees: they are
+# not strides to fold but the physical op, computed by its eager kernel.
+_LAZY_BIT_VIEWS = {aten._conj.default: aten.conj_physical.default, aten._neg_view.default: aten.neg.default}
+
+
 def _is_view(op) -> bool:
+    if op in _LAZY_BIT_VIEWS:
+        return False
     if op in (aten._unsafe_view.default,):
         return True
     if not isinstance(op, torch._ops.OpOverload):
@@ -367,7 +374,8 @@ class Lowerer:
         lower = externs.LOWERINGS.get(target)
         if lower is not None and lower(self, node):
             return
-        self.eager(node)
+        physical = _LAZY_BIT_VIEWS.get(target)
+        self.eager(node, fn=physical, name=_op_name(physical) if physical else None)
 
     def foreach(self, node) -> bool:
         """``_foreach_<op>`` as the single-tensor op's rule per element: the elements join the
