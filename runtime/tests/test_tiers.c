@@ -265,19 +265,28 @@ static void canonical_schedule(int ntiers, const char *const *names) {
       ok &= memcmp(&got, &want, 4) == 0;
     }
     CHECK(ok);
-    /* column sums (the tiled path) follow the same schedule per column */
-    enum { ROWS = 2800, COLS = 70 }; /* within x */
-    static float cols[COLS], col[ROWS];
-    vnc_iter it = geometry(cols, VNC_FLOAT32, x, ROWS, COLS, 0);
-    CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
-    CHECK_OK(vnc_stream_synchronize(S));
-    ok = 1;
-    for (int j = 0; j < COLS; j++) {
-      for (int r = 0; r < ROWS; r++) col[r] = x[r * COLS + j];
-      float want = canonical_ref(col, ROWS);
-      ok &= memcmp(&cols[j], &want, 4) == 0;
+    /* column sums (the tiled path, tiles of 64 to 256 columns and a partial last one) follow
+     * the same schedule per column */
+    const int64_t shapes[][2] = {{2800, 70}, {300, 4100}}; /* rows, columns */
+    for (int k = 0; k < 2; k++) {
+      const int64_t rows = shapes[k][0], ncols = shapes[k][1];
+      float *xs = malloc(sizeof(float) * (size_t)(rows * ncols)), *cols = malloc(sizeof(float) * (size_t)ncols);
+      float *col = malloc(sizeof(float) * (size_t)rows);
+      for (int64_t i = 0; i < rows * ncols; i++) xs[i] = x[i % 200003] * (1.0f + (float)(i % 3));
+      vnc_iter it = geometry(cols, VNC_FLOAT32, xs, rows, ncols, 0);
+      CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+      CHECK_OK(vnc_stream_synchronize(S));
+      ok = 1;
+      for (int64_t j = 0; j < ncols; j++) {
+        for (int64_t r = 0; r < rows; r++) col[r] = xs[r * ncols + j];
+        float want = canonical_ref(col, rows);
+        ok &= memcmp(&cols[j], &want, 4) == 0;
+      }
+      CHECK(ok);
+      free(xs);
+      free(cols);
+      free(col);
     }
-    CHECK(ok);
   }
   free(x);
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include "ew_classes.h"
 
-#define VNC_TILE_OUTPUTS 64 /* outputs per tile of the column sums */
+#define VNC_TILE_OUTPUTS 256 /* outputs per tile of the column sums */
 
 /* A small float32 product for attention (vnc_tier_ops.mm): c[r][col] = the sum over t of
  * a[r * ars + t * ats] * b[t * ldb + col], for r < m, col < n; n is a multiple of
