@@ -51,11 +51,16 @@ static inline float vnc_fmaf(float a, float b, float c) { return __builtin_fmaf(
 static inline float vnc_fmaf(float a, float b, float c) {
   const double p = (double)a * (double)b, cd = (double)c, s = p + cd;
   const double bv = s - p, e = (p - (s - bv)) + (cd - bv); /* TwoSum: p + c == s + e exactly */
-  int64_t si;
+  uint64_t si, ei;
   memcpy(&si, &s, sizeof si);
-  /* e is NaN when s is infinite or NaN: neither comparison holds and s stays as it is. */
-  const int64_t inexact_even = (e < 0.0 || e > 0.0) & !(si & 1);
-  si += inexact_even ? ((e > 0.0) == (s > 0.0) ? 1 : -1) : 0; /* away from or towards zero */
+  memcpy(&ei, &e, sizeof ei);
+  /* Integer operations only, so that SSE2 vectorises it (it has no 64-bit compares): an
+   * inexact sum (e != 0) with an even last bit moves one ulp away from zero when e has s's
+   * sign, towards zero otherwise; an infinite or NaN s (e is then NaN) stays as it is. */
+  const uint64_t t = ei << 1, inexact = (t | (0 - t)) >> 63;
+  const uint64_t nonfinite = (((si >> 52) & 0x7ff) + 1) >> 11;
+  const uint64_t fix = inexact & ~nonfinite & ~si & 1, opp = (si ^ ei) >> 63;
+  si += (fix ^ (0 - opp)) + opp; /* fix, or -fix when the signs differ (mod 2^64) */
   double odd;
   memcpy(&odd, &si, sizeof odd);
   return (float)odd;
@@ -64,7 +69,7 @@ static inline float vnc_fmaf(float a, float b, float c) {
 
 /* Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, and expm1(r) by the degree-6 polynomial
  * of Cephes' expf (S. L. Moshier, Cephes Math Library): exp(r) = 1 + r + r^2 P(r). n is
- * rounded to nearest with the 1.5 * 2^23 trick; x must already be clamped to [-104.5, 88.8]
+ * rounded to nearest with the 1.5 * 2^23 trick; x must already be clamped to [-104.5, 104.5]
  * (and not NaN: n is converted to an integer). */
 static inline float vnc_exp_reduce(float xc, float *n_out) {
   const float n = vnc_fmaf(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
@@ -80,7 +85,7 @@ static inline float vnc_exp_reduce(float xc, float *n_out) {
   return vnc_fmaf(p, r * r, r);
 }
 
-/* y * 2^n for integer n in [-151, 128], in two factors 2^h and 2^(n - h), h = floor(n / 2),
+/* y * 2^n for integer n in [-151, 151], in two factors 2^h and 2^(n - h), h = floor(n / 2),
  * both normal: y * 2^h is exact, so the one rounding (to a subnormal, or to inf) is the last
  * product's. */
 static inline float vnc_ldexp2f(float y, int32_t ni) {
@@ -88,12 +93,12 @@ static inline float vnc_ldexp2f(float y, int32_t ni) {
   return (y * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23);
 }
 
-/* exp(x): the reduction above, scaled by 2^n. The clamp to [-104.5, 88.8] makes results
- * round to 0 below and overflow to inf above on their own (exp(-104.5) is under half the
- * smallest subnormal; exp(88.8) exceeds FLT_MAX), so only NaN needs a select. About 1 ulp. */
+/* exp(x): the reduction above, scaled by 2^n. The clamp to |x| <= 104.5 (one select: GCC
+ * vectorises two clamps of one value into a chain of compares) makes results round to 0
+ * below and overflow to inf above on their own (exp(-104.5) is under half the smallest
+ * subnormal; 2^75 * 2^76 overflows), so only NaN needs a select. About 1 ulp. */
 static inline float vnc_expf(float x) {
-  float xc = x > -104.5f ? x : -104.5f; /* NaN -> -104.5: the integer path never sees NaN */
-  xc = xc < 88.8f ? xc : 88.8f;
+  const float xc = fabsf(x) < 104.5f ? x : copysignf(104.5f, x); /* NaN -> +-104.5: no NaN to int */
   float n;
   const float e = vnc_exp_reduce(xc, &n) + 1.0f;
   const float y = vnc_ldexp2f(e, (int32_t)n);
@@ -178,10 +183,11 @@ static inline float vnc_tanhf(float x) {
   return x == 0.0f ? x : r;
 }
 
-/* erf(x): for |x| >= 0.5, Abramowitz & Stegun 7.1.26 (abs error <= 1.5e-7; the constants
- * of ATen's vectorised erf); below, the Maclaurin series 2/sqrt(pi) * (x - x^3/3 + x^5/10
- * - x^7/42 + x^9/216 - x^11/1320), relative error < 1e-7 there. */
-static inline float vnc_erff(float x) {
+/* erf(x) given e = exp(-x^2): for |x| >= 0.5, Abramowitz & Stegun 7.1.26 (abs error <= 1.5e-7;
+ * the constants of ATen's vectorised erf); below, the Maclaurin series 2/sqrt(pi) * (x - x^3/3
+ * + x^5/10 - x^7/42 + x^9/216 - x^11/1320), relative error < 1e-7 there. GELU's gradient
+ * passes the exp it needs for the normal density as well. */
+static inline float vnc_erff_e(float x, float e) {
   const float ax = fabsf(x);
   const float t = 1.0f / vnc_fmaf(0.3275911f, ax, 1.0f);
   float p = 1.061405429f;
@@ -189,7 +195,7 @@ static inline float vnc_erff(float x) {
   p = vnc_fmaf(p, t, 1.421413741f);
   p = vnc_fmaf(p, t, -0.284496736f);
   p = vnc_fmaf(p, t, 0.254829592f);
-  const float big = copysignf(vnc_fmaf(-(p * t), vnc_expf(-ax * ax), 1.0f), x);
+  const float big = copysignf(vnc_fmaf(-(p * t), e, 1.0f), x);
   const float x2 = x * x;
   float q = -1.0f / 1320.0f;
   q = vnc_fmaf(q, x2, 1.0f / 216.0f);
@@ -200,6 +206,8 @@ static inline float vnc_erff(float x) {
   const float small = 1.12837916709551257390f * x * q;
   return ax < 0.5f ? small : big;
 }
+
+static inline float vnc_erff(float x) { return vnc_erff_e(x, vnc_expf(-x * x)); }
 
 /* x ** y with ATen's special exponents (pow_tensor_scalar_optimized_kernel): 2, 3, 0.5, -0.5,
  * -1, -2 by multiplications, sqrt and division (exact roundings), other exponents by libm.
@@ -223,9 +231,12 @@ static inline float vnc_f_gelu_tanh(float a) {
   const float k = 0.79788456080286535588f; /* sqrt(2/pi) */
   return 0.5f * a * (1.0f + vnc_tanhf(k * (a + 0.044715f * a * a * a)));
 }
+/* cdf + a * pdf of the standard normal at a: with x = a / sqrt(2), pdf = exp(-x^2) / sqrt(2 pi),
+ * the exp erf(x) takes too (one exp for both). */
 static inline float vnc_f_gelu_grad(float g, float a) {
-  const float cdf = 0.5f * (1.0f + vnc_erff(a * 0.70710678118654752440f));
-  const float pdf = vnc_expf(-0.5f * a * a) * 0.39894228040143267794f; /* 1/sqrt(2 pi) */
+  const float x = a * 0.70710678118654752440f, e = vnc_expf(-x * x);
+  const float cdf = 0.5f * (1.0f + vnc_erff_e(x, e));
+  const float pdf = e * 0.39894228040143267794f; /* 1/sqrt(2 pi) */
   return g * vnc_fmaf(a, pdf, cdf);
 }
 static inline float vnc_f_gelu_tanh_grad(float g, float a) {
