@@ -1,7 +1,8 @@
 /* CPU tiers: every elementwise op of the table (each type class it accepts) and the
  * reductions, softmax and layer norm give the same bits on every tier this CPU supports; the
  * branch-free transcendentals of vnc/ew_scalar.h stay within a few ulp of double-precision
- * libm (an independent reference) and keep libm's special values. */
+ * libm (an independent reference) and keep libm's special values; vnc_fmaf (this file is
+ * built for baseline x86-64, so its emulation) equals libm's fmaf bit for bit. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -264,19 +265,28 @@ static void canonical_schedule(int ntiers, const char *const *names) {
       ok &= memcmp(&got, &want, 4) == 0;
     }
     CHECK(ok);
-    /* column sums (the tiled path) follow the same schedule per column */
-    enum { ROWS = 2800, COLS = 70 }; /* within x */
-    static float cols[COLS], col[ROWS];
-    vnc_iter it = geometry(cols, VNC_FLOAT32, x, ROWS, COLS, 0);
-    CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
-    CHECK_OK(vnc_stream_synchronize(S));
-    ok = 1;
-    for (int j = 0; j < COLS; j++) {
-      for (int r = 0; r < ROWS; r++) col[r] = x[r * COLS + j];
-      float want = canonical_ref(col, ROWS);
-      ok &= memcmp(&cols[j], &want, 4) == 0;
+    /* column sums (the tiled path, tiles of 64 to 256 columns and a partial last one) follow
+     * the same schedule per column */
+    const int64_t shapes[][2] = {{2800, 70}, {300, 4100}}; /* rows, columns */
+    for (int k = 0; k < 2; k++) {
+      const int64_t rows = shapes[k][0], ncols = shapes[k][1];
+      float *xs = malloc(sizeof(float) * (size_t)(rows * ncols)), *cols = malloc(sizeof(float) * (size_t)ncols);
+      float *col = malloc(sizeof(float) * (size_t)rows);
+      for (int64_t i = 0; i < rows * ncols; i++) xs[i] = x[i % 200003] * (1.0f + (float)(i % 3));
+      vnc_iter it = geometry(cols, VNC_FLOAT32, xs, rows, ncols, 0);
+      CHECK_OK(vnc_reduce(S, "sum", VNC_RED_SUM, &it, 1, NULL));
+      CHECK_OK(vnc_stream_synchronize(S));
+      ok = 1;
+      for (int64_t j = 0; j < ncols; j++) {
+        for (int64_t r = 0; r < rows; r++) col[r] = xs[r * ncols + j];
+        float want = canonical_ref(col, rows);
+        ok &= memcmp(&cols[j], &want, 4) == 0;
+      }
+      CHECK(ok);
+      free(xs);
+      free(cols);
+      free(col);
     }
-    CHECK(ok);
   }
   free(x);
 }
@@ -323,6 +333,53 @@ static void accuracy(void) {
   CHECK(isnan(vnc_tanhf(NAN)) && isnan(vnc_logf(NAN)) && isnan(vnc_log1pf(NAN)) && isnan(vnc_expm1f(NAN)));
 }
 
+/* vnc_fmaf against libm's fmaf (correctly rounded, C11 7.12.13.1) bit for bit: specials, then
+ * random triples with c's exponent from far above to far below a * b's (cancellation, ties
+ * of the final rounding, sticky bits far below, subnormal and overflowing results). */
+static void fma_exact(void) {
+  printf("vnc_fmaf: %s\n", VNC_HW_FMA ? "hardware" : "emulated");
+  const float sp[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX, FLT_MIN, 1e-45f,
+                      -1e-45f, 3.0f, 1.0f + FLT_EPSILON, 1.0f - FLT_EPSILON / 2, 0.5f, 1e20f, 1e-20f};
+  const int ns = (int)(sizeof sp / sizeof sp[0]);
+  int bad = 0;
+  for (int i = 0; i < ns; i++)
+    for (int j = 0; j < ns; j++)
+      for (int k = 0; k < ns; k++) {
+        const float g = vnc_fmaf(sp[i], sp[j], sp[k]), w = fmaf(sp[i], sp[j], sp[k]);
+        bad += !same_bits(&g, &w, VNC_FLOAT32, 1);
+      }
+  /* a * b = 32 - k^2 2^-41 beside c = 2^29 + 64 (2m + 1): the exact sum lies just below a
+   * float midpoint, and a double rounding (to double, then to float) lands on the midpoint and
+   * rounds the tie up to even. */
+  for (int k = 1; k <= 2000; k++) {
+    const float a = 32.0f * (1.0f + (float)k * FLT_EPSILON), b = 1.0f - (float)k * FLT_EPSILON;
+    const float c = 536870912.0f + 64.0f * (float)(2 * (k % 50) + 1), sg = (k & 1) ? 1.0f : -1.0f;
+    const float g = vnc_fmaf(a * sg, b, c * sg), want = fmaf(a * sg, b, c * sg);
+    bad += !same_bits(&g, &want, VNC_FLOAT32, 1) || !(fabsf(want - c * sg) < 32.0f);
+  }
+  for (int i = 0; i < 2000000; i++) {
+    float a, b, c;
+    uint32_t w = next_u32();
+    memcpy(&a, &w, 4);
+    w = next_u32();
+    memcpy(&b, &w, 4);
+    if (i % 4) { /* moderate exponents: a * b and c overlap, or c sits just below a * b's ulp */
+      a = ldexpf((float)(next_u32() >> 8) / 16777216.0f + 0.5f, (int)(next_u32() % 40) - 20);
+      b = ldexpf((float)(next_u32() >> 8) / 16777216.0f + 0.5f, (int)(next_u32() % 40) - 20) * ((i & 8) ? -1.0f : 1.0f);
+      const double p = (double)a * (double)b;
+      c = (float)ldexp((double)(next_u32() >> 8) / 16777216.0 + 0.5, ilogb(p) - (int)(next_u32() % 60) + 1);
+      if (i % 3 == 0) c = -(float)p + c * 1e-3f; /* cancellation */
+      if (next_u32() & 1) c = -c;
+    } else {
+      w = next_u32();
+      memcpy(&c, &w, 4);
+    }
+    const float g = vnc_fmaf(a, b, c), want = fmaf(a, b, c);
+    bad += !same_bits(&g, &want, VNC_FLOAT32, 1);
+  }
+  CHECK(bad == 0);
+}
+
 int main(void) {
   CHECK_OK(vnc_stream_get(0, 0, &S));
   const char *names[NT];
@@ -338,5 +395,6 @@ int main(void) {
   reductions_across_tiers(ntiers, names);
   canonical_schedule(ntiers, names);
   accuracy();
+  fma_exact();
   CHECK_DONE();
 }

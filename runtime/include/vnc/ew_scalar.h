@@ -18,8 +18,9 @@ static inline int vnc_ew_fault(const vnc_ew_params *P) {
  * Written as straight-line C (selects instead of branches, bit casts through memcpy, no libm
  * calls) so that GCC vectorises loops over them on every x86-64 tier (SSE2, AVX2, AVX-512;
  * with -fno-math-errno -fno-trapping-math, which change no result) and any other target.
- * Only IEEE-exact operations (+ - * / sqrt, conversions) appear and the runtime is built with
- * -ffp-contract=off, so a value is the same bits on every tier, vector or scalar. */
+ * Only correctly rounded operations (+ - * / sqrt, conversions, and the fused multiply-add
+ * vnc_fmaf) appear and the runtime is built with -ffp-contract=off, so a value is the same
+ * bits on every tier, vector or scalar. */
 
 static inline float vnc_bits_f(int32_t i) {
   float f;
@@ -32,35 +33,75 @@ static inline int32_t vnc_f_bits(float f) {
   return i;
 }
 
+/* a * b + c with one rounding (IEEE 754 fusedMultiplyAdd). The hardware instruction where the
+ * target has one (x86-64-v3 and up, arm64); elsewhere (baseline SSE2) an exact emulation: a * b
+ * is exact in double (48 significant bits), the sum is rounded to double "to odd" (TwoSum's
+ * error term says whether it was exact and on which side the exact value lies; an inexact
+ * even result moves one double ulp that way), and double-to-float then rounds once correctly
+ * (S. Boldo, G. Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms
+ * using rounding to odd", IEEE Trans. Computers 57(4), 2008: odd rounding to p >= q + 2
+ * bits followed by nearest rounding to q bits is nearest rounding to q bits). Either way the
+ * result is the same bits, so the bodies below may use it freely: it halves the operations
+ * of every polynomial and reduction step. */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA) || defined(__FP_FAST_FMAF)
+#define VNC_HW_FMA 1
+static inline float vnc_fmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+#else
+#define VNC_HW_FMA 0
+static inline float vnc_fmaf(float a, float b, float c) {
+  const double p = (double)a * (double)b, cd = (double)c, s = p + cd;
+  const double bv = s - p, e = (p - (s - bv)) + (cd - bv); /* TwoSum: p + c == s + e exactly */
+  uint64_t si, ei;
+  memcpy(&si, &s, sizeof si);
+  memcpy(&ei, &e, sizeof ei);
+  /* Integer operations only, so that SSE2 vectorises it (it has no 64-bit compares): an
+   * inexact sum (e != 0) with an even last bit moves one ulp away from zero when e has s's
+   * sign, towards zero otherwise; an infinite or NaN s (e is then NaN) stays as it is. */
+  const uint64_t t = ei << 1, inexact = (t | (0 - t)) >> 63;
+  const uint64_t nonfinite = (((si >> 52) & 0x7ff) + 1) >> 11;
+  const uint64_t fix = inexact & ~nonfinite & ~si & 1, opp = (si ^ ei) >> 63;
+  si += (fix ^ (0 - opp)) + opp; /* fix, or -fix when the signs differ (mod 2^64) */
+  double odd;
+  memcpy(&odd, &si, sizeof odd);
+  return (float)odd;
+}
+#endif
+
 /* Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, and expm1(r) by the degree-6 polynomial
  * of Cephes' expf (S. L. Moshier, Cephes Math Library): exp(r) = 1 + r + r^2 P(r). n is
- * rounded to nearest with the 1.5 * 2^23 trick; x must already be clamped to [-104, 88.73]
+ * rounded to nearest with the 1.5 * 2^23 trick; x must already be clamped to [-104.5, 104.5]
  * (and not NaN: n is converted to an integer). */
 static inline float vnc_exp_reduce(float xc, float *n_out) {
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  const float n = vnc_fmaf(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
+  float r = vnc_fmaf(n, -0.693359375f, xc); /* n * 0.693359375 is exact: 9 significant bits */
+  r = vnc_fmaf(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  p = vnc_fmaf(p, r, 1.3981999507e-3f);
+  p = vnc_fmaf(p, r, 8.3334519073e-3f);
+  p = vnc_fmaf(p, r, 4.1665795894e-2f);
+  p = vnc_fmaf(p, r, 1.6666665459e-1f);
+  p = vnc_fmaf(p, r, 5.0000001201e-1f);
   *n_out = n;
-  return p * (r * r) + r;
+  return vnc_fmaf(p, r * r, r);
 }
 
-/* exp(x): the reduction above; 2^n applied in two halves so results down to the smallest
- * subnormal and up to FLT_MAX are reached. About 1 ulp; NaN propagates, overflow gives inf,
- * underflow 0. */
+/* y * 2^n for integer n in [-151, 151], in two factors 2^h and 2^(n - h), h = floor(n / 2),
+ * both normal: y * 2^h is exact, so the one rounding (to a subnormal, or to inf) is the last
+ * product's. */
+static inline float vnc_ldexp2f(float y, int32_t ni) {
+  const int32_t h = ni >> 1;
+  return (y * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23);
+}
+
+/* exp(x): the reduction above, scaled by 2^n. The clamp to |x| <= 104.5 (one select: GCC
+ * vectorises two clamps of one value into a chain of compares) makes results round to 0
+ * below and overflow to inf above on their own (exp(-104.5) is under half the smallest
+ * subnormal; 2^75 * 2^76 overflows), so only NaN needs a select. About 1 ulp. */
 static inline float vnc_expf(float x) {
-  const float hi = 88.72283905206835f, lo = -103.97207708f;
-  float xc = x < hi ? (x > lo ? x : lo) : hi, n; /* NaN -> hi: the integer path never sees NaN */
-  float y = vnc_exp_reduce(xc, &n) + 1.0f;
-  int32_t ni = (int32_t)n, h = ni / 2;
-  y = (y * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23);
-  y = x > hi ? INFINITY : y;
-  y = x < lo ? 0.0f : y;
+  const float xc = fabsf(x) < 104.5f ? x : copysignf(104.5f, x); /* NaN -> +-104.5: no NaN to int */
+  float n;
+  const float e = vnc_exp_reduce(xc, &n) + 1.0f;
+  const float y = vnc_ldexp2f(e, (int32_t)n);
   return x != x ? x : y;
 }
 
@@ -68,15 +109,15 @@ static inline float vnc_expf(float x) {
  * results keep full relative precision); above, exp(x) - 1 (the -1 is below half an ulp).
  * About 2 ulp. */
 static inline float vnc_expm1f(float x) {
-  const float hi = 88.72283905206835f;
-  float xc = x < hi ? (x > -30.0f ? x : -30.0f) : hi, n; /* NaN -> hi */
+  float xc = x > -30.0f ? x : -30.0f; /* NaN -> -30 */
+  xc = xc < 88.8f ? xc : 88.8f;
+  float n;
   const float em = vnc_exp_reduce(xc, &n);
-  const int32_t ni = (int32_t)n, ns = ni > 24 ? 24 : ni, h = ni / 2;
+  const int32_t ni = (int32_t)n, ns = ni > 24 ? 24 : ni;
   const float s = vnc_bits_f((ns + 127) << 23);
-  const float small = s * em + (s - 1.0f);
-  const float big = ((em + 1.0f) * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23) - 1.0f;
+  const float small = vnc_fmaf(s, em, s - 1.0f);
+  const float big = vnc_ldexp2f(em + 1.0f, ni) - 1.0f;
   float y = ni > 24 ? big : small;
-  y = x > hi ? INFINITY : y;
   y = x == 0.0f ? x : y; /* keeps -0 */
   return x != x ? x : y;
 }
@@ -96,19 +137,19 @@ static inline float vnc_logf(float x) {
   const float f = lt ? (m + m) - 1.0f : m - 1.0f;
   const float z = f * f;
   float p = 7.0376836292e-2f;
-  p = p * f + -1.1514610310e-1f;
-  p = p * f + 1.1676998740e-1f;
-  p = p * f + -1.2420140846e-1f;
-  p = p * f + 1.4249322787e-1f;
-  p = p * f + -1.6668057665e-1f;
-  p = p * f + 2.0000714765e-1f;
-  p = p * f + -2.4999993993e-1f;
-  p = p * f + 3.3333331174e-1f;
+  p = vnc_fmaf(p, f, -1.1514610310e-1f);
+  p = vnc_fmaf(p, f, 1.1676998740e-1f);
+  p = vnc_fmaf(p, f, -1.2420140846e-1f);
+  p = vnc_fmaf(p, f, 1.4249322787e-1f);
+  p = vnc_fmaf(p, f, -1.6668057665e-1f);
+  p = vnc_fmaf(p, f, 2.0000714765e-1f);
+  p = vnc_fmaf(p, f, -2.4999993993e-1f);
+  p = vnc_fmaf(p, f, 3.3333331174e-1f);
   float y = (p * f) * z;
-  y = y + ef * -2.12194440e-4f;
-  y = y + -0.5f * z;
+  y = vnc_fmaf(ef, -2.12194440e-4f, y);
+  y = vnc_fmaf(-0.5f, z, y);
   float r = f + y;
-  r = r + ef * 0.693359375f;
+  r = vnc_fmaf(ef, 0.693359375f, r);
   r = x == INFINITY ? x : r;
   r = x < 0.0f ? NAN : r;
   r = x == 0.0f ? -INFINITY : r;
@@ -132,38 +173,41 @@ static inline float vnc_log1pf(float x) {
 static inline float vnc_tanhf(float x) {
   const float ax = fabsf(x), z = x * x;
   float p = -5.70498872745e-3f;
-  p = p * z + 2.06390887954e-2f;
-  p = p * z + -5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z + -3.33332819422e-1f;
-  const float small = ((p * z) * x) + x;
+  p = vnc_fmaf(p, z, 2.06390887954e-2f);
+  p = vnc_fmaf(p, z, -5.37397155531e-2f);
+  p = vnc_fmaf(p, z, 1.33314422036e-1f);
+  p = vnc_fmaf(p, z, -3.33332819422e-1f);
+  const float small = vnc_fmaf(p * z, x, x);
   const float big = copysignf(1.0f - 2.0f / (vnc_expf(ax + ax) + 1.0f), x);
   const float r = ax < 0.625f ? small : big;
   return x == 0.0f ? x : r;
 }
 
-/* erf(x): for |x| >= 0.5, Abramowitz & Stegun 7.1.26 (abs error <= 1.5e-7; the constants
- * of ATen's vectorised erf); below, the Maclaurin series 2/sqrt(pi) * (x - x^3/3 + x^5/10
- * - x^7/42 + x^9/216 - x^11/1320), relative error < 1e-7 there. */
-static inline float vnc_erff(float x) {
+/* erf(x) given e = exp(-x^2): for |x| >= 0.5, Abramowitz & Stegun 7.1.26 (abs error <= 1.5e-7;
+ * the constants of ATen's vectorised erf); below, the Maclaurin series 2/sqrt(pi) * (x - x^3/3
+ * + x^5/10 - x^7/42 + x^9/216 - x^11/1320), relative error < 1e-7 there. GELU's gradient
+ * passes the exp it needs for the normal density as well. */
+static inline float vnc_erff_e(float x, float e) {
   const float ax = fabsf(x);
-  const float t = 1.0f / (1.0f + 0.3275911f * ax);
+  const float t = 1.0f / vnc_fmaf(0.3275911f, ax, 1.0f);
   float p = 1.061405429f;
-  p = p * t + -1.453152027f;
-  p = p * t + 1.421413741f;
-  p = p * t + -0.284496736f;
-  p = p * t + 0.254829592f;
-  const float big = copysignf(1.0f - p * t * vnc_expf(-ax * ax), x);
+  p = vnc_fmaf(p, t, -1.453152027f);
+  p = vnc_fmaf(p, t, 1.421413741f);
+  p = vnc_fmaf(p, t, -0.284496736f);
+  p = vnc_fmaf(p, t, 0.254829592f);
+  const float big = copysignf(vnc_fmaf(-(p * t), e, 1.0f), x);
   const float x2 = x * x;
   float q = -1.0f / 1320.0f;
-  q = q * x2 + 1.0f / 216.0f;
-  q = q * x2 + -1.0f / 42.0f;
-  q = q * x2 + 1.0f / 10.0f;
-  q = q * x2 + -1.0f / 3.0f;
-  q = q * x2 + 1.0f;
+  q = vnc_fmaf(q, x2, 1.0f / 216.0f);
+  q = vnc_fmaf(q, x2, -1.0f / 42.0f);
+  q = vnc_fmaf(q, x2, 1.0f / 10.0f);
+  q = vnc_fmaf(q, x2, -1.0f / 3.0f);
+  q = vnc_fmaf(q, x2, 1.0f);
   const float small = 1.12837916709551257390f * x * q;
   return ax < 0.5f ? small : big;
 }
+
+static inline float vnc_erff(float x) { return vnc_erff_e(x, vnc_expf(-x * x)); }
 
 /* x ** y with ATen's special exponents (pow_tensor_scalar_optimized_kernel): 2, 3, 0.5, -0.5,
  * -1, -2 by multiplications, sqrt and division (exact roundings), other exponents by libm.
@@ -187,10 +231,13 @@ static inline float vnc_f_gelu_tanh(float a) {
   const float k = 0.79788456080286535588f; /* sqrt(2/pi) */
   return 0.5f * a * (1.0f + vnc_tanhf(k * (a + 0.044715f * a * a * a)));
 }
+/* cdf + a * pdf of the standard normal at a: with x = a / sqrt(2), pdf = exp(-x^2) / sqrt(2 pi),
+ * the exp erf(x) takes too (one exp for both). */
 static inline float vnc_f_gelu_grad(float g, float a) {
-  const float cdf = 0.5f * (1.0f + vnc_erff(a * 0.70710678118654752440f));
-  const float pdf = vnc_expf(-0.5f * a * a) * 0.39894228040143267794f; /* 1/sqrt(2 pi) */
-  return g * (cdf + a * pdf);
+  const float x = a * 0.70710678118654752440f, e = vnc_expf(-x * x);
+  const float cdf = 0.5f * (1.0f + vnc_erff_e(x, e));
+  const float pdf = e * 0.39894228040143267794f; /* 1/sqrt(2 pi) */
+  return g * vnc_fmaf(a, pdf, cdf);
 }
 static inline float vnc_f_gelu_tanh_grad(float g, float a) {
   const float k = 0.79788456080286535588f, c = 0.044715f;

@@ -30,6 +30,7 @@ typedef struct red_task {
   int64_t R, O, nchunks;
   float *means;   /* VAR second pass: per-output mean */
   partial *parts; /* O * nchunks */
+  int64_t tw;     /* tiled path: outputs per tile (see tile_width) */
   vnc_reduce_producer producer; /* fused input (vnc_reduce_fused), else NULL */
   void *pctx;
 } red_task;
@@ -244,9 +245,9 @@ static partial combine(const red_task *t, partial *ps, int64_t n) {
   return r;
 }
 
-/* ---- tiled path: TILE consecutive outputs along the innermost dim at once ------------
+/* ---- tiled path: up to TILE consecutive outputs along the innermost dim at once -----
  * For sums whose innermost iterator dim is an output dim (column sums), one pass over the
- * input rows serves TILE outputs. Each output still follows the canonical schedule exactly
+ * input rows serves a tile of outputs. Each output still follows the canonical schedule exactly
  * (runs of RUN in 8 lanes, runs/blocks pairwise), so results equal the per-output path. */
 #define TILE VNC_TILE_OUTPUTS
 
@@ -312,13 +313,24 @@ static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, i
   }
 }
 
+/* Outputs per tile: TILE (each input row read as one stretch of up to 1 KB: a tile's pass
+ * touches one page per row, so narrow tiles of a wide matrix cost a TLB miss per few cache
+ * lines), narrowed to 128 or 64 while that leaves fewer than 16 units of work for the pool.
+ * Every output's schedule is its own, so the width changes no result. */
+static int64_t tile_width(const red_task *t) {
+  const int64_t s0 = t->it.shape[t->outer_dims[0]];
+  int64_t tw = TILE;
+  while (tw > 64 && (t->O / s0) * ((s0 + tw - 1) / tw) * t->nchunks < 16) tw /= 2;
+  return tw;
+}
+
 static void tile_body(void *ctx, int64_t u0, int64_t u1) {
   red_task *t = ctx;
-  const int64_t s0 = t->it.shape[t->outer_dims[0]], tiles = (s0 + TILE - 1) / TILE;
+  const int64_t s0 = t->it.shape[t->outer_dims[0]], tw = t->tw, tiles = (s0 + tw - 1) / tw;
   partial ps[TILE];
   for (int64_t u = u0; u < u1; u++) {
     int64_t c = u % t->nchunks, tile = (u / t->nchunks) % tiles, row = u / t->nchunks / tiles;
-    int64_t o0 = row * s0 + tile * TILE, nt = s0 - tile * TILE < TILE ? s0 - tile * TILE : TILE;
+    int64_t o0 = row * s0 + tile * tw, nt = s0 - tile * tw < tw ? s0 - tile * tw : tw;
     int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
     reduce_tile(t, o0, nt, r0, r1, ps);
     for (int64_t j = 0; j < nt; j++) t->parts[(o0 + j) * t->nchunks + c] = ps[j];
@@ -365,7 +377,8 @@ static void store_outputs(red_task *t, int64_t o, partial p) {
 
 static void run_pass(red_task *t) {
   if (tiled(t)) {
-    int64_t s0 = t->it.shape[t->outer_dims[0]], tiles = (s0 + TILE - 1) / TILE;
+    t->tw = tile_width(t);
+    int64_t s0 = t->it.shape[t->outer_dims[0]], tiles = (s0 + t->tw - 1) / t->tw;
     vnc_parallel_for((t->O / s0) * tiles * t->nchunks, 1, tile_body, t);
   } else {
     vnc_parallel_for(t->O * t->nchunks, 1, unit_body, t);

@@ -1,8 +1,9 @@
 /* Per-tier kernel tables (kernel-internal). tier_kernels.c is compiled once per x86-64 tier
  * (AVX-512, AVX2, baseline SSE2; only baseline on other architectures) with that tier's
  * -march, so the loops vectorise for it; tier.c picks one table when the runtime initialises
- * (TORCH_NEURONX_ISA caps it). Every tier computes the same bits: the bodies use IEEE-exact
- * operations only, no FMA contraction, and the same order of operations per element. */
+ * (TORCH_NEURONX_ISA caps it). Every tier computes the same bits: the bodies use correctly
+ * rounded operations only (an explicit vnc_fmaf is one, emulated exactly on baseline), no
+ * FMA contraction, and the same order of operations per element. */
 #ifndef VNC_TIER_H
 #define VNC_TIER_H
 
@@ -10,7 +11,7 @@
 #include <stdint.h>
 #include "ew_classes.h"
 
-#define VNC_TILE_OUTPUTS 64 /* outputs per tile of the column sums */
+#define VNC_TILE_OUTPUTS 256 /* outputs per tile of the column sums */
 
 /* A small float32 product for attention (vnc_tier_ops.mm): c[r][col] = the sum over t of
  * a[r * ars + t * ats] * b[t * ldb + col], for r < m, col < n; n is a multiple of

@@ -8,6 +8,9 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 #include "internal.h"
 #include "tier.h"
 #include "vnc/ew_scalar.h"
@@ -20,6 +23,39 @@
 #define TIER_CAT(a, b) TIER_CAT2(a, b)
 #define TIER_STR2(a) #a
 #define TIER_STR(a) TIER_STR2(a)
+
+/* The tier's native vector: one AVX-512 register, one AVX2 one, or one SSE2 one (GCC spills
+ * generic vectors wider than the hardware's). */
+#if defined(__AVX512F__)
+#define MM_W 16
+#elif defined(__AVX__)
+#define MM_W 8
+#else
+#define MM_W 4
+#endif
+typedef float mm_vec __attribute__((vector_size(MM_W * 4)));
+typedef int32_t mm_ivec __attribute__((vector_size(MM_W * 4)));
+
+static inline mm_vec mm_load(const float *p) {
+  mm_vec v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/* Lane-wise v > m ? v : m: one max instruction on x86 (its rule for unordered operands, the
+ * second, is this expression's); a select elsewhere. */
+static inline mm_vec mm_max(mm_vec m, mm_vec v) {
+#if defined(__AVX512F__)
+  return (mm_vec)_mm512_max_ps((__m512)v, (__m512)m);
+#elif defined(__AVX__)
+  return (mm_vec)_mm256_max_ps((__m256)v, (__m256)m);
+#elif defined(__SSE2__)
+  return (mm_vec)_mm_max_ps((__m128)v, (__m128)m);
+#else
+  const mm_ivec take = v > m;
+  return (mm_vec)(((mm_ivec)v & take) | ((mm_ivec)m & ~take));
+#endif
+}
 
 /* ---------------------------------------------------------------- elementwise loops */
 
@@ -156,22 +192,33 @@ static inline v8f max_nan(v8f m, v8f v) {
   return (v8f)(((v8i)v & take) | ((v8i)m & ~take));
 }
 
+/* A plain lane-wise max (exact, so any split of the lanes gives the same value) and an
+ * OR-accumulated NaN flag, in two chains of native vectors: 3 operations per vector. */
 static float row_max(const float *x, int64_t n) {
-  const v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  v8f m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf; /* four chains: a compare-select chain is latency-bound */
+  mm_vec m0, m1;
+  mm_ivec bad0 = {0}, bad1 = {0};
+  for (int k = 0; k < MM_W; k++) m0[k] = m1[k] = -INFINITY;
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    m0 = max_nan(m0, load8(x + i));
-    m1 = max_nan(m1, load8(x + i + 8));
-    m2 = max_nan(m2, load8(x + i + 16));
-    m3 = max_nan(m3, load8(x + i + 24));
+  for (; i + 2 * MM_W <= n; i += 2 * MM_W) {
+    const mm_vec v0 = mm_load(x + i), v1 = mm_load(x + i + MM_W);
+    m0 = mm_max(m0, v0);
+    bad0 |= v0 != v0;
+    m1 = mm_max(m1, v1);
+    bad1 |= v1 != v1;
   }
-  for (; i + 8 <= n; i += 8) m0 = max_nan(m0, load8(x + i));
-  m0 = max_nan(max_nan(m0, m1), max_nan(m2, m3));
+  m0 = mm_max(m0, m1);
+  bad0 |= bad1;
   float m = -INFINITY;
-  for (int k = 0; k < 8; k++) m = m != m ? m : (m0[k] != m0[k] || m0[k] > m) ? m0[k] : m;
-  for (; i < n; i++) m = m != m ? m : (x[i] != x[i] || x[i] > m) ? x[i] : m;
-  return m;
+  int32_t bad = 0;
+  for (int k = 0; k < MM_W; k++) {
+    m = m0[k] > m ? m0[k] : m;
+    bad |= bad0[k];
+  }
+  for (; i < n; i++) {
+    m = x[i] > m ? x[i] : m;
+    bad |= x[i] != x[i];
+  }
+  return bad ? NAN : m;
 }
 
 static void exp_shift(float *y, const float *x, float shift, int64_t n) {
@@ -191,24 +238,9 @@ static void norm_row(float *y, const float *x, int64_t n, float mean, float rstd
 
 /* ---------------------------------------------------------------- small products (attention) */
 
-/* 16 columns as MM_NV native vectors (one AVX-512 register, two AVX2 ones, four SSE2 ones;
- * GCC spills generic vectors wider than the hardware's). The operations are lane-wise, so the
- * bits do not depend on the split. */
-#if defined(__AVX512F__)
-#define MM_W 16
-#elif defined(__AVX__)
-#define MM_W 8
-#else
-#define MM_W 4
-#endif
+/* 16 columns as MM_NV native vectors (see MM_W). The operations are lane-wise, so the bits do
+ * not depend on the split. */
 #define MM_NV (VNC_MM_COLS / MM_W)
-typedef float mm_vec __attribute__((vector_size(MM_W * 4)));
-
-static inline mm_vec mm_load(const float *p) {
-  mm_vec v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -365,17 +397,57 @@ static void ln_bwd_row(float *dx, const float *x, const float *dy, const float *
 
 /* ---------------------------------------------------------------- softmax rows */
 
+/* vnc_pairwise_sum over values pushed one at a time, in O(log n) space: a binary counter whose
+ * slot l holds the sum of the last complete group of 2^l values; the final fold from the
+ * lowest slot up gives the same tree (the odd value of a level is carried up, as there). */
+typedef struct pairwise_acc {
+  float slot[64];
+  uint64_t count;
+} pairwise_acc;
+
+static inline void pairwise_push(pairwise_acc *a, float v) {
+  int l = 0;
+  for (uint64_t c = a->count++; c & 1; c >>= 1) v = a->slot[l++] + v;
+  a->slot[l] = v;
+}
+
+static inline float pairwise_result(const pairwise_acc *a) {
+  float r = 0.0f;
+  int have = 0;
+  for (int l = 0; l < 64; l++)
+    if ((a->count >> l) & 1) {
+      r = have ? a->slot[l] + r : a->slot[l];
+      have = 1;
+    }
+  return r;
+}
+
+/* The canonical sum of e = exp(x - shift), e stored to y (y may equal x; NULL: not kept), in
+ * pieces of four runs, each summed while it is in L1. Runs, blocks and chunks of the
+ * canonical schedule hold 1/4, 8 and 128 pieces (powers of two, aligned), so the pairwise
+ * tree over the pieces' sums is the schedule's tree. */
+#define PIECE (4 * RUN)
+static float exp_sum(float *y, const float *x, float shift, int64_t n) {
+  float scratch[PIECE];
+  pairwise_acc acc = {.count = 0};
+  for (int64_t c = 0; c < n; c += PIECE) {
+    const int64_t m = n - c < PIECE ? n - c : PIECE;
+    float *e = y ? y + c : scratch;
+    exp_shift(e, x + c, shift, m);
+    pairwise_push(&acc, block_sum(e, m, 0, 0.0f, 0.0f));
+  }
+  return pairwise_result(&acc);
+}
+
 static void softmax_row(float *y, const float *x, const float *yo, int64_t n, int log, int backward, float *tmp) {
   if (!backward) {
     const float mx = row_max(x, n);
-    exp_shift(tmp, x, mx, n);
-    const float sum = row_sum(tmp, n);
     if (log) {
-      const float lse = logf(sum);
+      const float lse = logf(exp_sum(NULL, x, mx, n));
       for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - lse;
     } else {
-      const float inv = 1.0f / sum; /* ATen's vectorised softmax multiplies by 1 / sum too */
-      for (int64_t j = 0; j < n; j++) y[j] = tmp[j] * inv;
+      const float inv = 1.0f / exp_sum(y, x, mx, n); /* ATen's vectorised softmax multiplies by 1 / sum too */
+      for (int64_t j = 0; j < n; j++) y[j] = y[j] * inv;
     }
   } else if (log) {
     const float gsum = row_sum(x, n);
