@@ -143,6 +143,87 @@ def test_views_broadcast_and_strided_inputs(neuron):
     assert_compiled()
 
 
+def test_gemm_epilogues(neuron):
+    """Pointwise consumers of a product run on its finished row tiles (vnc_gemm_fused): a
+    bias + GELU, a residual add over a 3-D view, a batched product's scaling; products big
+    enough for several tiles; bitwise equal to eager. A consumer reading the product across
+    rows (its transpose) and one that needs a reduction of the product stay separate loops."""
+    def fused(x, w, b, r, p, q):
+        h = F.gelu(torch.addmm(b, x, w))                                  # bias, activation
+        y = r + (h @ w.t()).view(3, 100, 48) * 0.5                         # residual add on a view
+        z = torch.bmm(p, q).sigmoid() + 1                                 # batched product
+        return h, y, z
+
+    def separate(x, w):
+        m = x @ w
+        t = m.t() * 2                                                      # reads across rows
+        return t, m / m.sum(1, keepdim=True)                              # reads a later reduction
+
+    g = torch.Generator().manual_seed(5)
+    x, w, b = torch.randn(300, 48, generator=g), torch.randn(48, 160, generator=g), torch.randn(160, generator=g)
+    r, p, q = torch.randn(3, 100, 48, generator=g), torch.randn(4, 70, 30, generator=g), torch.randn(4, 30, 90, generator=g)
+    args = [t.to(neuron) for t in (x, w, b, r, p, q)]
+    for got, want in zip(torch.compile(fused, backend="neuron")(*args), fused(*args)):
+        assert_bitwise_equal(got, want)
+    assert [r["gemm_epilogue_count"] for r in compiled_records()] == [3]
+    reset_dynamo_metrics()
+    wr = torch.randn(48, 48, generator=g).to(neuron)
+    for got, want in zip(torch.compile(separate, backend="neuron")(args[0], wr), separate(args[0], wr)):
+        assert_bitwise_equal(got, want)
+    assert [r["gemm_epilogue_count"] for r in compiled_records()] == [0]
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_gemm_epilogue_overwrites_the_product_in_place(neuron):
+    """When nothing else reads the product, the GEMM writes it into the epilogue's output and the
+    epilogue overwrites it in place: the call allocates its output only (eager: the product and
+    the output)."""
+    f = lambda x, w, b: F.gelu(torch.addmm(b, x, w))  # noqa: E731
+    g = torch.Generator().manual_seed(6)
+    x, w, b = (t.to(neuron) for t in (torch.randn(512, 64, generator=g), torch.randn(64, 1024, generator=g) / 8,
+                                       torch.randn(1024, generator=g)))
+    cf = torch.compile(f, backend="neuron")
+    assert_bitwise_equal(cf(x, w, b), f(x, w, b))
+    peaks = []
+    for fn in (f, cf):
+        torch.neuron.synchronize()
+        torch.neuron.reset_peak_memory_stats()
+        before = torch.neuron.memory_allocated()
+        y = fn(x, w, b)
+        torch.neuron.synchronize()
+        peaks.append(torch.neuron.max_memory_allocated() - before)
+        del y
+    out_bytes = 512 * 1024 * 4
+    assert peaks[0] >= 2 * out_bytes and peaks[1] == out_bytes, peaks
+    assert [r["gemm_epilogue_count"] for r in compiled_records()] == [1]
+
+
+def test_gpt_graphs_fuse_gemm_epilogues():
+    """The main job's GPT: per block, the attention projection's and the MLP output's residual
+    adds and the MLP's GELU run as GEMM epilogues (forward), and GELU backward (backward)."""
+    torch.manual_seed(0)
+    model = TinyGPT(96, 64, 2, 4, 32).to("neuron")
+    idx = torch.randint(0, 96, (4, 33)).to("neuron")
+    torch.compile(model, backend="neuron")(idx[:, :-1], idx[:, 1:]).backward()
+    counts = {r["graph_type"]: r["gemm_epilogue_count"] for r in assert_compiled()}
+    assert counts == {"forward": 3 * 2, "backward": 1 * 2}, counts
+
+
+def test_lazy_bit_views(neuron):
+    """aten._conj and aten._neg_view are views that change what readers see: compiled, they
+    compute the conjugate / negation (not a stride-only view), equal to eager."""
+    def f(a, x):
+        return a.conj() * 2 + 1, a.conj().imag * 3, torch._neg_view(x) * 2
+
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(33, dtype=torch.complex64, generator=g).to(neuron)
+    x = torch.randn(33, generator=g).to(neuron)
+    for got, want in zip(torch.compile(f, backend="neuron")(a, x), f(a, x)):
+        assert_bitwise_equal(got, want)
+    assert_compiled(allow_eager=("aten::conj_physical", "aten::neg", "aten::view_as_real"))
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def _train(model, steps, data, compile_model):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     fn = torch.compile(model, backend="neuron") if compile_model else model

@@ -1,6 +1,6 @@
 /* GEMM against a direct triple loop in double: layouts (row-major, transposed, strided),
  * batches, beta, mixed float16 path, integers; an installed sgemm provider (the column-major
- * translation of every tile, for each transpose pair). */
+ * translation of every tile, for each transpose pair); vnc_gemm_fused's row epilogue. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -77,6 +77,49 @@ static void provider_products(void) {
   free(C);
 }
 
+/* An epilogue copying finished rows of C (N columns) to D, doubled, and counting each row. */
+typedef struct rows_ctx {
+  const float *C;
+  float *D;
+  int64_t N;
+  int *seen;
+} rows_ctx;
+static void double_rows(void *ctx, int64_t r0, int64_t r1) {
+  rows_ctx *c = ctx;
+  for (int64_t r = r0; r < r1; r++) {
+    __atomic_fetch_add(&c->seen[r], 1, __ATOMIC_RELAXED);
+    for (int64_t j = 0; j < c->N; j++) c->D[r * c->N + j] = 2.0f * c->C[r * c->N + j];
+  }
+}
+
+/* vnc_gemm_fused: a batch of 2 products of 300 x 200 x 70 (several tiles each); the epilogue
+ * sees every row of both batches exactly once, after its values are final. */
+static void fused_epilogue(void) {
+  enum { FB = 2, FM = 300, FN = 200, FK = 70 };
+  float *A = malloc(sizeof(float) * FB * FM * FK), *B = malloc(sizeof(float) * FK * FN);
+  float *C = malloc(sizeof(float) * FB * FM * FN), *D = malloc(sizeof(float) * FB * FM * FN);
+  int *seen = calloc(FB * FM, sizeof(int));
+  for (int i = 0; i < FB * FM * FK; i++) A[i] = (float)((i * 11) % 9) / 4.0f - 1.0f;
+  for (int i = 0; i < FK * FN; i++) B[i] = (float)((i * 3) % 5) / 2.0f - 1.0f;
+  vnc_matrix a = {A, FM * FK, FK, 1, VNC_FLOAT32}, b = {B, 0, FN, 1, VNC_FLOAT32}, c = {C, FM * FN, FN, 1, VNC_FLOAT32};
+  rows_ctx ctx = {C, D, FN, seen};
+  CHECK_OK(vnc_gemm_fused(S, "bmm", FB, FM, FN, FK, 1.0, &a, &b, 0.0, &c, double_rows, &ctx));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int once = 1, ok = 1;
+  for (int r = 0; r < FB * FM; r++) once &= seen[r] == 1;
+  for (int bt = 0; bt < FB; bt++)
+    for (int i = 0; i < FM; i++)
+      for (int j = 0; j < FN; j++)
+        ok &= fabs(D[(bt * FM + i) * FN + j] - 2.0 * ref(A + bt * FM * FK, FK, 1, B, FN, 1, i, j, FK)) < 1e-3;
+  CHECK(once);
+  CHECK(ok);
+  free(A);
+  free(B);
+  free(C);
+  free(D);
+  free(seen);
+}
+
 int main(void) {
   CHECK_OK(vnc_stream_get(0, 0, &S));
   enum { M = 37, N = 29, K = 53 };
@@ -137,5 +180,6 @@ int main(void) {
   vnc_matrix bad = {B, 0, N, 1, VNC_FLOAT64};
   CHECK(vnc_gemm(S, "mm", 1, M, N, K, 1.0, &a, &bad, 0.0, &c) == VNC_ERR_INVALID_ARGUMENT);
   provider_products();
+  fused_epilogue();
   CHECK_DONE();
 }

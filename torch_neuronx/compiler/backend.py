@@ -119,6 +119,7 @@ class _GraphCompiler:
         rec.compile_us = (time.perf_counter() - t2) * 1e6
         rec.fused_kernel_count = prog.fused_kernels
         rec.c_step_count = prog.c_steps
+        rec.gemm_epilogue_count = prog.gemm_epilogues
         rec.eager_ops = list(prog.eager_ops)
         rec.eager_op_count = len(prog.eager_ops)
         rec.host_ops = list(prog.host_ops)

@@ -27,21 +27,13 @@ import torch
 from .externs import broadcast_strides
 from .pointwise import INT_FAULT_ROWS
 from .ir import (CLASS_CTYPE, C_STEPS, Const, Extern, FusedReduce, Load, Loop, PW, Reduce, c_double, c_literal, dtype_name,
-                 dtype_num, type_class)
+                 dtype_num, type_class, written_refs)
 
 GRAIN = 32768  # elements per parallel unit at least (VNC_ITER_GRAIN)
 CHUNK = 16384  # inner-dim elements per unit
 
 
-SEGMENT_BUFFERS = 4  # fresh buffers a segment may write before the next one starts
-
-
-def _written(step) -> list:
-    if isinstance(step, Loop):
-        return [r for _, r in step.stores]
-    if isinstance(step, (Reduce, FusedReduce)):
-        return [step.out]
-    return list(step.writes)
+SEGMENT_BUFFERS = 3  # fresh buffers a segment may write before the next one starts
 
 
 def segments(steps, split: bool = False):
@@ -64,7 +56,7 @@ def segments(steps, split: bool = False):
             start = None
         if start is None:
             start, fresh = i, 0
-        for r in _written(s):
+        for r in written_refs(s):
             if r.buf.kind == "alloc" and r.buf.id not in seen:
                 seen.add(r.buf.id)
                 fresh += 1
@@ -118,6 +110,9 @@ class Unit:
                 body += self.reduce(step, addr)
             elif isinstance(step, FusedReduce):
                 body += self.fused_reduce(step, addr)
+            elif isinstance(step, Extern) and step.epilogue is not None:
+                fn = self.loop_function(step.epilogue, addr, rows=True)[0]
+                body += ["{"] + ["  " + line for line in step.emit(addr, epilogue=fn)] + ["}"]
             elif isinstance(step, Extern):
                 body += ["{"] + ["  " + line for line in step.emit(addr)] + ["}"]
         self.funcs.append("\n".join([f"VNC_JIT_EXPORT vnc_status seg_{k}(vnc_stream *s, char *const *B) {{",
@@ -146,31 +141,58 @@ class Unit:
     # ---------------------------------------------------------------- fusion groups
 
     def loop(self, lp: Loop, addr) -> list:
-        shape = tuple(lp.shape)
-        if math.prod(shape) == 0:
+        if math.prod(lp.shape) == 0:
             return []
+        name, units, grain, faulting = self.loop_function(lp, addr)
+        call = [f"vnc_jit_loop_ctx c = {{B, 0}};", f"vnc_rt->parallel_for(${units}, ${grain}, {name}, &c);"]
+        if faulting:
+            call.append(f'if (c.fault) return vnc_rt->set_error(VNC_ERR_INVALID_ARGUMENT, '
+                        f'"aten::{faulting[0].op}: ZeroDivisionError");')
+        return ["{"] + ["  " + c for c in call] + ["}"]
+
+    def loop_function(self, lp: Loop, addr, rows: bool = False) -> tuple:
+        """Emits the function computing `lp` for units [u0, u1): (name, units, grain, faulting
+        members). A unit is a chunk of the inner run of the coalesced iteration space; with
+        `rows` (a GEMM epilogue) the space is not reordered and a unit is one index of all but
+        the last dim, i.e. one row of the product (fuse_gemm_epilogues checked the layout)."""
+        shape = tuple(lp.shape)
         loads, seen = [], set()
         for m in lp.members:
             for x in m.inputs:
                 if isinstance(x, Load) and id(x.ref) not in seen:
                     seen.add(id(x.ref))
                     loads.append(x)
-        operands = [(r, r.stride) for _, r in lp.stores] + [(x.ref, broadcast_strides(x.ref, shape)) for x in loads]
-        dims = _order_dims(shape, [st for _, st in operands])
+        stores = [r for _, r in lp.stores]
+        # a load of exactly what a store writes (a GEMM epilogue overwriting the product in
+        # place) uses the store's pointer: element i is read before it is written
+        op_of, extra = [], []
+        for x in loads:
+            bst = broadcast_strides(x.ref, shape)
+            k = next((k for k, r in enumerate(stores) if r.buf is x.ref.buf and r.offset == x.ref.offset
+                      and tuple(r.stride) == bst and r.dtype == x.ref.dtype), None)
+            if k is None:
+                k = len(stores) + len(extra)
+                extra.append((x.ref, bst))
+            op_of.append(k)
+        operands = [(r, r.stride) for r in stores] + extra
+        if rows:
+            dims = [(n, [st[d] for _, st in operands]) for d, n in enumerate(shape) if n != 1 or d == len(shape) - 1]
+        else:
+            dims = _order_dims(shape, [st for _, st in operands])
         # dims: [(size, [stride per operand])], outermost first; the last is the inner run
         if not dims:
             dims = [(1, [0] * len(operands))]
         inner_n, inner_st = dims[-1]
         outer = dims[:-1]
-        rows = math.prod(n for n, _ in outer)
-        ch = inner_n if inner_n <= CHUNK else CHUNK
+        nrows = math.prod(n for n, _ in outer)
+        ch = inner_n if inner_n <= CHUNK or rows else CHUNK
         nch = -(-inner_n // ch)
-        units = rows * nch
+        units = nrows * nch
         grain = max(1, -(-GRAIN // ch))
         name = f"loop_{self.nloops}"
         self.nloops += 1
         esz = [r.dtype.itemsize for r, _ in operands]
-        lines = [f"static void {name}(void *ctx, int64_t u0, int64_t u1) {{",
+        lines = [f"{_attrs(lp.members)}static void {name}(void *ctx, int64_t u0, int64_t u1) {{",
                  "  vnc_jit_loop_ctx *C = (vnc_jit_loop_ctx *)ctx;", "  char *const *B = C->B;"]
         faulting = [m for m in lp.members if m.op in INT_FAULT_ROWS and not m.compute.is_floating_point]
         self.fault_locals = []
@@ -188,26 +210,22 @@ class Unit:
                 incs = " ".join(f"q{k} += x * ${st[k] * esz[k]};" for k in range(len(operands)) if st[k])
                 lines.append(f"    x = rem % ${n}; rem /= ${n}; {incs}")
         # typed restrict pointers: stores go to fresh buffers, so nothing a loop writes aliases
-        # what it reads (this lets the compiler vectorise without runtime alias checks)
+        # what it reads through another pointer (this lets the compiler vectorise without
+        # runtime alias checks)
         nstore = len(lp.stores)
         for k, (r, _) in enumerate(operands):
             st = "VNC_STORAGE_" + dtype_name(r.dtype)
             lines.append(f"    {'' if k < nstore else 'const '}{st} *restrict s{k} = ({'' if k < nstore else 'const '}{st} *)q{k};")
         lines.append("    for (int64_t i = i0; i < i1; i++) {")
-        body = ["      " + b for b in self._body(lp, loads, operands, inner_st, esz)]
+        body = ["      " + b for b in self._body(lp, loads, op_of, inner_st)]
         # bodies that may meet a zero divisor report it through a copy of their parameters
         lines[3:3] = [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
         lines += body + ["    }", "  }", "}", ""]
         self.top.append("\n".join(lines))
-        call = [f"vnc_jit_loop_ctx c = {{B, 0}};", f"vnc_rt->parallel_for(${units}, ${grain}, {name}, &c);"]
-        if faulting:
-            call.append(f'if (c.fault) return vnc_rt->set_error(VNC_ERR_INVALID_ARGUMENT, '
-                        f'"aten::{faulting[0].op}: ZeroDivisionError");')
-        return ["{"] + ["  " + c for c in call] + ["}"]
+        return name, units, grain, faulting
 
-    def _body(self, lp: Loop, loads, operands, inner_st, esz) -> list:
-        nstore = len(lp.stores)
-        out, names = self._compute(lp.members, loads, lambda j: f"&s{nstore + j}[{_index(inner_st[nstore + j])}]")
+    def _body(self, lp: Loop, loads, op_of, inner_st) -> list:
+        out, names = self._compute(lp.members, loads, lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]")
         for k, (m, r) in enumerate(lp.stores):
             out.append(f"s{k}[{_index(inner_st[k])}] = {names[('st', id(m))]};")
         return out
@@ -240,7 +258,7 @@ class Unit:
         self.nloops += 1
         acc = "float" if r.value.dtype.is_floating_point else "int64_t"  # reduce.c's accumulation
         self.fault_locals = []
-        lines = [f"static void {name}(void *ctx, char *const *in, const int64_t *st, int64_t n, void *out) {{",
+        lines = [f"{_attrs(r.members)}static void {name}(void *ctx, char *const *in, const int64_t *st, int64_t n, void *out) {{",
                  "  char *const *B = (char *const *)ctx; (void)B; (void)st;", f"  {acc} *restrict o = ({acc} *)out;"]
         for j, x in enumerate(r.loads):
             ty = "VNC_STORAGE_" + dtype_name(x.ref.dtype)
@@ -293,6 +311,14 @@ class Unit:
                 name += "_"
             p = "&" + name
         return f"vnc_ew_{m.op}_{cls}({', '.join(args)}, {p})"
+
+
+def _attrs(members) -> str:
+    """Function attributes of a generated loop: complex arithmetic stays scalar, as in the
+    runtime's complex kernels (GCC 12 vectorises a complex product into fmaddsub, a fused
+    operation, even under -ffp-contract=off; the JIT builds with FMA enabled for vnc_fmaf)."""
+    complex_ = any(type_class(m.compute) == "C64" or m.dtype.is_complex for m in members)
+    return '__attribute__((optimize("no-tree-vectorize"))) ' if complex_ else ""
 
 
 def _params(p: dict) -> str:

@@ -245,7 +245,8 @@ def _gemm(name: str, has_self: bool):
         N = 1 if nd == 1 else out.shape[-1]
         K = ra.size[0] if len(ra.size) == 1 else ra.size[-1]
 
-        def emit(addr):
+        def emit(addr, epilogue=None):
+            ro = ext.writes[0]  # fuse_gemm_epilogues may place the product in its epilogue's output
             code = []
             if rs is not None:  # eager: out.copy_(self.expand(out.sizes())) before the product
                 code.append(c_tensor("dst", addr(ro), ro.size, ro.stride, ro.dtype))
@@ -256,11 +257,18 @@ def _gemm(name: str, has_self: bool):
                 C = f"{{(void *)({addr(ro)}), 0, ${ro.stride[0]}, 1, {dtype_num(ro.dtype)}}}"
             code.append(f"vnc_matrix A = {_matrix(addr(ra), ra, len(ra.size))}, B_ = {_matrix(addr(rb), rb, len(rb.size))}, "
                         f"C = {C};")
-            code.append(f'VNC_JIT_TRY(vnc_rt->gemm(s, "{name}", ${batch}, ${M}, ${N}, ${K}, {c_double(alpha)}, &A, &B_, '
-                        f'{c_double(beta) if rs is not None else "0.0"}, &C));')
+            args = (f'"{name}", ${batch}, ${M}, ${N}, ${K}, {c_double(alpha)}, &A, &B_, '
+                    f'{c_double(beta) if rs is not None else "0.0"}, &C')
+            if epilogue is None:
+                code.append(f"VNC_JIT_TRY(vnc_rt->gemm(s, {args}));")
+            else:  # the fused consumer runs on each finished tile of rows (vnc_gemm_fused)
+                code.append("vnc_jit_loop_ctx c = {B, 0};")
+                code.append(f"VNC_JIT_TRY(vnc_rt->gemm_fused(s, {args}, {epilogue}, &c));")
             return code
 
-        lw.prog.steps.append(Extern(name, emit, [r for r in (ra, rb, rs) if r is not None], [ro]))
+        rows = (ro, batch * M, N) if nd >= 2 and ro.is_contiguous() else None
+        ext = Extern(name, emit, [r for r in (ra, rb, rs) if r is not None], [ro], rows=rows)
+        lw.prog.steps.append(ext)
         lw.values[node] = ro
         return True
 

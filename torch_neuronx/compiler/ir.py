@@ -224,15 +224,23 @@ class FusedReduce:
 @dataclass(eq=False)
 class Extern:
     """A call of runtime kernels: ``emit(names)`` returns C statements, where ``names(ref)`` is
-    the C expression of a TRef's element [0, ..., 0] address (char *)."""
+    the C expression of a TRef's element [0, ..., 0] address (char *).
+
+    A GEMM sets ``rows`` = (its output TRef, rows of the product counted across the batch,
+    columns); ``epilogue`` is then a fusion group run on each finished tile of whole rows
+    (codegen.fuse_gemm_epilogues), and ``emit(names, epilogue=<C function name>)`` calls
+    vnc_gemm_fused with it."""
 
     name: str
     emit: Callable
     reads: list
     writes: list
+    rows: tuple | None = None
+    epilogue: "Loop | None" = None
 
     def refs(self):
-        return list(self.reads) + list(self.writes)
+        extra = self.epilogue.refs() if self.epilogue is not None else []
+        return list(self.reads) + list(self.writes) + extra
 
 
 @dataclass(eq=False)
@@ -254,3 +262,12 @@ class Eager:
 
 
 C_STEPS = (Loop, Reduce, FusedReduce, Extern)
+
+
+def written_refs(step) -> list:
+    """The TRefs a C step writes."""
+    if isinstance(step, Loop):
+        return [r for _, r in step.stores]
+    if isinstance(step, (Reduce, FusedReduce)):
+        return [step.out]
+    return list(step.writes) + (written_refs(step.epilogue) if step.epilogue is not None else [])

@@ -39,11 +39,13 @@ def cache_dir() -> str:
     return os.path.join(base, "torch_neuronx", "jit")
 
 
-# No -mfma: with FMA enabled, GCC 12 turns a vectorised complex product into vfmaddsub even
-# under -ffp-contract=off, which would change bits (the runtime keeps its complex loops scalar).
+# The instruction sets of the runtime's tiers (x86-64-v4 / -v3 include FMA, which vnc_fmaf
+# uses: the same bits as its emulation on baseline). With FMA enabled GCC 12 turns a
+# vectorised complex product into vfmaddsub even under -ffp-contract=off, so loops with
+# complex members stay scalar (codegen._attrs), as the runtime's complex kernels do.
 _TIER_FLAGS = {
-    "avx512": "-mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mf16c",
-    "avx2": "-mavx2 -mf16c",
+    "avx512": "-mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c",
+    "avx2": "-mavx2 -mfma -mf16c",
     "baseline": "",
 }
 

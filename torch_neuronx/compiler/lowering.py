@@ -10,6 +10,7 @@ through the CPU fallback raises ``UnsupportedOp``.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -18,7 +19,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from . import externs
 from .externs import broadcast_strides, c_tensor
-from .ir import C_STEPS, Buffer, Const, Eager, Extern, Load, Loop, PW, TRef, CLASS_DTYPE, type_class
+from .ir import C_STEPS, Buffer, Const, Eager, Extern, Load, Loop, PW, TRef, CLASS_DTYPE, type_class, written_refs
 from .pointwise import RULES, scalar_kind
 
 aten = torch.ops.aten
@@ -77,7 +78,14 @@ def has_native_kernel(op) -> bool:
                          "CompositeExplicitAutogradNonFunctional"))
 
 
+# Views that set a lazy bit (conjugate, negative) change the values a reader sees: they are
+# not strides to fold but the physical op, computed by its eager kernel.
+_LAZY_BIT_VIEWS = {aten._conj.default: aten.conj_physical.default, aten._neg_view.default: aten.neg.default}
+
+
 def _is_view(op) -> bool:
+    if op in _LAZY_BIT_VIEWS:
+        return False
     if op in (aten._unsafe_view.default,):
         return True
     if not isinstance(op, torch._ops.OpOverload):
@@ -110,11 +118,12 @@ class Program:
         # a backward graph: its inputs (saved activations) are let go of as it runs, so its C
         # steps are split into several segments (codegen.segments)
         self.releases_inputs = False
+        self.gemm_epilogues = 0  # fusion groups run as GEMM epilogues (fuse_gemm_epilogues)
         self.device = None
 
     @property
     def fused_kernels(self) -> int:
-        return sum(1 for s in self.steps if isinstance(s, Loop))
+        return sum(1 for s in self.steps if isinstance(s, Loop)) + self.gemm_epilogues
 
     @property
     def c_steps(self) -> int:
@@ -365,7 +374,8 @@ class Lowerer:
         lower = externs.LOWERINGS.get(target)
         if lower is not None and lower(self, node):
             return
-        self.eager(node)
+        physical = _LAZY_BIT_VIEWS.get(target)
+        self.eager(node, fn=physical, name=_op_name(physical) if physical else None)
 
     def foreach(self, node) -> bool:
         """``_foreach_<op>`` as the single-tensor op's rule per element: the elements join the
@@ -535,9 +545,101 @@ class DynamicShapes(Exception):
     """The graph has symbolic sizes (compiled graphs are static; see the backend)."""
 
 
+def _contiguous_strides(shape) -> tuple:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc if n != 1 else 0)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def fuse_gemm_epilogues(prog: Program) -> int:
+    """Moves the pointwise consumer of a GEMM's output into the GEMM (Extern.epilogue): the
+    runtime then runs it on each finished tile of rows while the tile is in cache, instead of
+    a second pass over the product (bias, activation, residual add, GELU backward...).
+
+    A fusion group qualifies when its rows are the product's rows: its last dim is the
+    product's columns, its other dims count the product's rows, and every read of the
+    product's buffer is the product itself, contiguous in the group's index order (so a tile
+    reads only finished rows). The group must follow the GEMM with only C steps between them,
+    none of which writes what the group reads or names what it writes (so it may run
+    earlier), store only into fresh buffers, and have no integer division (whose zero check
+    needs the loop's fault path).
+    Values are unchanged: the same body computes each element. When nothing else reads the
+    product, the GEMM writes it straight into a group output of the same layout, which the
+    group then overwrites in place (_product_in_place). Returns the number fused."""
+    from .pointwise import INT_FAULT_ROWS
+
+    steps = prog.steps
+    keep = {x.buf.id for x in tree_leaves(prog.outputs) if isinstance(x, TRef)}
+    fused, i = 0, 0
+    while i < len(steps):
+        g = steps[i]
+        i += 1
+        if not isinstance(g, Extern) or g.rows is None or g.epilogue is not None:
+            continue
+        out, nrows, ncols = g.rows
+        written, touched = set(), set()  # buffers the steps between write / name at all
+        for j in range(i, len(steps)):
+            lp = steps[j]
+            if not isinstance(lp, C_STEPS):
+                break
+            if isinstance(lp, Loop) and _epilogue_fits(lp, out, nrows, ncols, written, touched, INT_FAULT_ROWS):
+                g.epilogue = lp
+                del steps[j]
+                _product_in_place(steps, g, lp, keep)
+                fused += 1
+                break
+            written.update(id(r.buf) for r in written_refs(lp))
+            touched.update(id(r.buf) for r in lp.refs())
+    return fused
+
+
+def _product_in_place(steps, g: Extern, lp: Loop, keep: set) -> None:
+    """Places the product of `g` in the memory of an output of its epilogue `lp` when no other
+    step and no graph output reads the product and that output is float like it, dense, in
+    the product's order: one buffer fewer (the epilogue reads each element, then overwrites
+    it; codegen gives the load and the store one pointer)."""
+    out = g.writes[0]
+    x = out.buf
+    if x.kind != "alloc" or x.id in keep or any(s is not g and any(r.buf is x for r in s.refs()) for s in steps):
+        return
+    shape, contiguous = tuple(lp.shape), _contiguous_strides(tuple(lp.shape))
+    for _, r in lp.stores:
+        if (r.dtype == out.dtype and r.offset == 0 and broadcast_strides(r, shape) == contiguous
+                and r.buf.numel == x.numel == r.numel):
+            moved = {}
+            g.writes[0] = TRef(r.buf, out.dtype, out.size, out.stride, out.offset)
+            g.rows = (g.writes[0],) + tuple(g.rows[1:])
+            for m in lp.members:
+                for v in m.inputs:
+                    if isinstance(v, Load) and v.ref.buf is x:
+                        if id(v.ref) not in moved:
+                            moved[id(v.ref)] = TRef(r.buf, v.ref.dtype, v.ref.size, v.ref.stride, v.ref.offset)
+                        v.ref = moved[id(v.ref)]
+            return
+
+
+def _epilogue_fits(lp: Loop, out: TRef, nrows: int, ncols: int, written: set, touched: set, fault_rows) -> bool:
+    shape = tuple(lp.shape)
+    if not shape or shape[-1] != ncols or math.prod(shape[:-1]) != nrows or nrows * ncols == 0:
+        return False
+    reads = [x.ref for m in lp.members for x in m.inputs if isinstance(x, Load)]
+    mine = [r for r in reads if r.buf is out.buf]
+    if not mine or any(r.offset != out.offset or broadcast_strides(r, shape) != _contiguous_strides(shape)
+                       for r in mine):
+        return False
+    if any(id(r.buf) in written for r in reads):
+        return False
+    if any(r.buf.kind != "alloc" or r.buf is out.buf or id(r.buf) in touched for _, r in lp.stores) or lp.write_backs:
+        return False
+    return not any(m.op in fault_rows and not m.compute.is_floating_point for m in lp.members)
+
+
 def lower(gm: torch.fx.GraphModule, donated=()) -> Program:
     """Lowers `gm`; `donated`: input positions AOTAutograd donates (saved activations of a
-    backward graph that nothing else holds)."""
+    backward graph that nothing else holds). GEMM epilogues are fused afterwards."""
     prog = Lowerer(gm).run()
     prog.donated = set(donated or ())
+    prog.gemm_epilogues = fuse_gemm_epilogues(prog)
     return prog

@@ -18,7 +18,8 @@ class GraphRecord:
     graph_id: process-wide counter. graph_name: ``{model}_{aot_id}_{graph_type}_{nth}``.
     graph_type: ``forward``, ``backward`` or ``inference``. graph_node_count: FX nodes.
     has_collectives: the graph calls c10d functional collectives. fused_kernel_count: fusion
-    groups generated as C loops. c_step_count: C steps (loops, reductions, runtime kernel
+    groups generated as C loops, gemm_epilogue_count those of them run on a GEMM's finished
+    tiles (a bias, activation or residual add after a product). c_step_count: C steps (loops, reductions, runtime kernel
     calls). eager_op_count / eager_ops: neuron ops run through their eager kernels between C
     segments; host_ops: ops on CPU tensors in the graph (run by PyTorch's CPU kernels);
     collective_ops: the c10d functional collectives and waits the graph calls, in order. segment_count: tasks per run. aot_us: AOTAutograd tracing and partitioning
@@ -35,6 +36,7 @@ class GraphRecord:
     has_collectives: bool
     timestamp: float
     fused_kernel_count: int = 0
+    gemm_epilogue_count: int = 0
     c_step_count: int = 0
     eager_op_count: int = 0
     eager_ops: list = field(default_factory=list)

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 #include "stream.h"
+#include "threadpool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +32,15 @@ typedef struct vnc_matrix {
 vnc_status vnc_gemm(vnc_stream *s, const char *op, int64_t batch, int64_t M, int64_t N, int64_t K,
                     double alpha, const vnc_matrix *A, const vnc_matrix *B, double beta,
                     const vnc_matrix *C);
+
+/* vnc_gemm, then `epilogue(epilogue_ctx, r0, r1)` on rows [r0, r1) of C (rows numbered across
+ * the batch: b * M + i) once their values are final: tile by tile, on the pool thread that
+ * computed the tile, while it is in cache (a compiled graph runs the pointwise consumer of the
+ * product there: bias, activation, residual add). Every row is passed exactly once; calls
+ * for disjoint ranges may run concurrently. NULL epilogue: vnc_gemm. */
+vnc_status vnc_gemm_fused(vnc_stream *s, const char *op, int64_t batch, int64_t M, int64_t N, int64_t K,
+                          double alpha, const vnc_matrix *A, const vnc_matrix *B, double beta,
+                          const vnc_matrix *C, vnc_range_fn epilogue, void *epilogue_ctx);
 
 /* A BLAS sgemm with the Fortran interface (column-major, arguments by reference). */
 typedef void (*vnc_sgemm_fn)(const char *trans_a, const char *trans_b, const int *m, const int *n, const int *k,

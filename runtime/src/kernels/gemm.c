@@ -14,6 +14,8 @@ typedef struct gemm_task {
   int64_t batch, M, N, K;
   double alpha, beta;
   vnc_matrix A, B, C;
+  vnc_range_fn epilogue; /* see vnc_gemm_fused */
+  void *epilogue_ctx;
 } gemm_task;
 
 /* BLAS itself runs single-threaded: products are split into tiles run on the runtime's pool
@@ -77,15 +79,19 @@ static void run_float(gemm_task *t) {
         in(NULL, ptrs, st, N, 0);
       }
     }
-    vnc_sgemm(trans_a, trans_b, M, N, K, (float)t->alpha, a, lda, bb, ldb, (float)t->beta, c, ldc);
-    if (!direct) {
-      vnc_loop_fn out = vnc_copy_loop(t->C.dtype, VNC_FLOAT32);
-      for (int64_t r = 0; r < M; r++) {
-        char *ptrs[2] = {cbase + r * t->C.row_stride * es, (char *)(tc + r * N)};
-        const int64_t st[2] = {t->C.col_stride * es, 4};
-        out(NULL, ptrs, st, N, 0);
-      }
+    if (direct) {
+      vnc_sgemm_rows(trans_a, trans_b, M, N, K, (float)t->alpha, a, lda, bb, ldb, (float)t->beta, c, ldc, t->epilogue,
+                     t->epilogue_ctx, b * M);
+      continue;
     }
+    vnc_sgemm(trans_a, trans_b, M, N, K, (float)t->alpha, a, lda, bb, ldb, (float)t->beta, c, ldc);
+    vnc_loop_fn out = vnc_copy_loop(t->C.dtype, VNC_FLOAT32);
+    for (int64_t r = 0; r < M; r++) {
+      char *ptrs[2] = {cbase + r * t->C.row_stride * es, (char *)(tc + r * N)};
+      const int64_t st[2] = {t->C.col_stride * es, 4};
+      out(NULL, ptrs, st, N, 0);
+    }
+    if (t->epilogue) t->epilogue(t->epilogue_ctx, b * M, (b + 1) * M);
   }
   free(ta);
   free(tb);
@@ -117,6 +123,7 @@ static void run_int(gemm_task *t) {
         v = alpha * acc + beta * old;
         vnc_store_i64[dt](c, v);
       }
+    if (t->epilogue) t->epilogue(t->epilogue_ctx, b * t->M, (b + 1) * t->M);
   }
 }
 
@@ -130,6 +137,12 @@ static vnc_status gemm_run(void *p) {
 vnc_status vnc_gemm(vnc_stream *s, const char *op, int64_t batch, int64_t M, int64_t N, int64_t K,
                     double alpha, const vnc_matrix *A, const vnc_matrix *B, double beta,
                     const vnc_matrix *C) {
+  return vnc_gemm_fused(s, op, batch, M, N, K, alpha, A, B, beta, C, NULL, NULL);
+}
+
+vnc_status vnc_gemm_fused(vnc_stream *s, const char *op, int64_t batch, int64_t M, int64_t N, int64_t K,
+                          double alpha, const vnc_matrix *A, const vnc_matrix *B, double beta,
+                          const vnc_matrix *C, vnc_range_fn epilogue, void *epilogue_ctx) {
   if (A->dtype != C->dtype || B->dtype != C->dtype)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: operands must share one dtype, got %s, %s and %s", op,
                          vnc_dtype_name(A->dtype), vnc_dtype_name(B->dtype), vnc_dtype_name(C->dtype));
@@ -138,7 +151,7 @@ vnc_status vnc_gemm(vnc_stream *s, const char *op, int64_t batch, int64_t M, int
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || M < 0 || N < 0 || K < 0 || batch < 0)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: matrix dims must lie in 0 to 2^31-1", op);
   if (batch == 0 || M == 0 || N == 0) return VNC_OK;
-  gemm_task t = {batch, M, N, K, alpha, beta, *A, *B, *C};
+  gemm_task t = {batch, M, N, K, alpha, beta, *A, *B, *C, epilogue, epilogue_ctx};
   return vnc_launch(s, op, gemm_run, &t, sizeof t, NULL);
 }
 
@@ -155,6 +168,9 @@ typedef struct sgemm_args {
   const float *A, *B;
   float *C;
   int64_t lda, ldb, ldc;
+  vnc_range_fn epilogue; /* called on rows row0 + [i0, i0 + m) of each finished tile */
+  void *epilogue_ctx;
+  int64_t row0;
 } sgemm_args;
 
 /* The float32 GEMM provider: the built-in OpenBLAS unless vnc_gemm_set_provider installed
@@ -185,6 +201,7 @@ static void sgemm_tiles(void *ctx, int64_t t0, int64_t t1) {
       const float *b = g->trans_b ? g->B + j0 * g->ldb : g->B + j0;
       provider.sgemm(g->trans_b ? "T" : "N", g->trans_a ? "T" : "N", &n, &m, &k, &g->alpha, b, &ldb, a, &lda, &g->beta,
                      g->C + i0 * g->ldc + j0, &ldc);
+      if (g->epilogue) g->epilogue(g->epilogue_ctx, g->row0 + i0, g->row0 + i0 + m);
     }
     return;
   }
@@ -196,16 +213,24 @@ static void sgemm_tiles(void *ctx, int64_t t0, int64_t t1) {
     scipy_cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans, g->trans_b ? CblasTrans : CblasNoTrans,
                       (blasint)m, (blasint)n, (blasint)g->K, g->alpha, a, (blasint)g->lda, b, (blasint)g->ldb, g->beta,
                       g->C + i0 * g->ldc + j0, (blasint)g->ldc);
+    if (g->epilogue) g->epilogue(g->epilogue_ctx, g->row0 + i0, g->row0 + i0 + m);
   }
 }
 
 void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  vnc_sgemm_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL, 0);
+}
+
+void vnc_sgemm_rows(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, vnc_range_fn epilogue,
+                    void *epilogue_ctx, int64_t row0) {
   pthread_once(&blas_once, blas_single);
-  sgemm_args g = {trans_a, trans_b, M, N, K, TILE_M, N, 1, alpha, beta, A, B, C, lda, ldb, ldc};
+  sgemm_args g = {trans_a, trans_b, M,  N,   K,   TILE_M, N,           1,           alpha, beta,
+                  A,       B,       C,  lda, ldb, ldc,    epilogue,    epilogue_ctx, row0};
   if ((double)M * (double)N * (double)K > (double)(1 << 28)) g.tm = 2 * TILE_M; /* repack B less often */
   const int64_t ntm = (M + g.tm - 1) / g.tm;
-  if (ntm < 4 && N > TILE_N) {
+  if (ntm < 4 && N > TILE_N && !epilogue) { /* an epilogue needs whole rows */
     g.tn = TILE_N;
     g.ntn = (N + TILE_N - 1) / TILE_N;
   }

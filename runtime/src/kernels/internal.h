@@ -36,5 +36,10 @@ float vnc_canonical_sum_sq(const float *x, int64_t n, float shift);
 /* Row-major float32 GEMM through BLAS: C = alpha * op(A) @ op(B) + beta * C. */
 void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* vnc_sgemm, calling epilogue(ctx, row0 + i, row0 + i + m) on each tile of whole rows
+ * [i, i + m) of C as soon as it is final, on the thread that computed it (cache-hot). */
+void vnc_sgemm_rows(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, vnc_range_fn epilogue,
+                    void *epilogue_ctx, int64_t row0);
 
 #endif
