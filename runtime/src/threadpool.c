@@ -116,6 +116,8 @@ int vnc_threadpool_resize(int nthreads) {
   return n;
 }
 
+int vnc_threadpool_size(void) { return atomic_load_explicit(&pool_size, memory_order_relaxed); }
+
 void vnc_parallel_for(int64_t n, int64_t grain, vnc_range_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;

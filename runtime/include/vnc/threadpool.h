@@ -23,6 +23,10 @@ typedef void (*vnc_range_fn)(void *ctx, int64_t begin, int64_t end);
  * last; ranges depend on n, grain and the pool size only. Returns when all are done. */
 void vnc_parallel_for(int64_t n, int64_t grain, vnc_range_fn fn, void *ctx);
 
+/* Threads vnc_parallel_for uses now, the caller's included: a hint for sizing work units
+ * (kernels' results never depend on it). */
+int vnc_threadpool_size(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -41,6 +41,7 @@ static int wants_max(vnc_reduce_op op) {
 
 /* Byte offset in operand k of linear index `lin` over the iterator dims `dims` (first fastest). */
 static int64_t dims_offset(const red_task *t, int k, const int *dims, int ndims, int64_t lin) {
+  if (ndims == 1) return lin * t->it.strides[k][dims[0]]; /* lin < shape: no division */
   int64_t off = 0;
   for (int j = 0; j < ndims; j++) {
     int d = dims[j];
@@ -258,6 +259,18 @@ static int tiled(const red_task *t) {
          llabs(t->it.strides[in][t->outer_dims[0]]) < llabs(t->it.strides[in][t->red_dims[0]]);
 }
 
+/* vnc_pairwise_sum of v[0..n)[j] for every column j < nt at once (the same tree per column,
+ * vectorised across columns); the sums end in v[0]. */
+static void pairwise_cols(float (*v)[TILE], int64_t n, int64_t nt) {
+  while (n > 1) {
+    int64_t h = 0;
+    for (int64_t i = 0; i + 1 < n; i += 2, h++)
+      for (int64_t j = 0; j < nt; j++) v[h][j] = v[i][j] + v[i + 1][j];
+    if (n & 1) memmove(v[h++], v[n - 1], sizeof(float) * (size_t)nt);
+    n = h;
+  }
+}
+
 static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, partial *out) {
   const int in = t->it.nops - 1;
   const char *base = t->it.data[in] + outer_offset(t, in, o0);
@@ -269,7 +282,7 @@ static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, i
   const int square = t->means != NULL;
   float blocks[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK + 1][TILE];
   float runs[VNC_REDUCE_BLOCK / RUN + 1][TILE];
-  float lanes[8][VNC_TILE_OUTPUTS], row[TILE], tmp[64];
+  float lanes[8][VNC_TILE_OUTPUTS], row[TILE];
   int64_t nb = 0;
   for (int64_t b = r0; b < r1; b += VNC_REDUCE_BLOCK) {
     int64_t bend = r1 - b < VNC_REDUCE_BLOCK ? r1 : b + VNC_REDUCE_BLOCK, nr = 0;
@@ -299,28 +312,25 @@ static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, i
                       ((lanes[4][j] + lanes[5][j]) + (lanes[6][j] + lanes[7][j]));
       nr++;
     }
-    for (int64_t j = 0; j < nt; j++) {
-      for (int64_t k = 0; k < nr; k++) tmp[k] = runs[k][j];
-      blocks[nb][j] = pairwise_f(tmp, nr);
-    }
+    pairwise_cols(runs, nr, nt);
+    memcpy(blocks[nb], runs[0], sizeof(float) * (size_t)nt);
     nb++;
   }
+  pairwise_cols(blocks, nb, nt);
   for (int64_t j = 0; j < nt; j++) {
-    float v[VNC_REDUCE_CHUNK / VNC_REDUCE_BLOCK + 1];
-    for (int64_t k = 0; k < nb; k++) v[k] = blocks[k][j];
-    partial p = {pairwise_f(v, nb), 0, -1, r1 - r0};
+    partial p = {blocks[0][j], 0, -1, r1 - r0};
     out[j] = p;
   }
 }
 
 /* Outputs per tile: TILE (each input row read as one stretch of up to 1 KB: a tile's pass
  * touches one page per row, so narrow tiles of a wide matrix cost a TLB miss per few cache
- * lines), narrowed to 128 or 64 while that leaves fewer than 16 units of work for the pool.
- * Every output's schedule is its own, so the width changes no result. */
+ * lines), narrowed to 128 or 64 while that leaves fewer than two units of work per pool
+ * thread. Every output's schedule is its own, so the width changes no result. */
 static int64_t tile_width(const red_task *t) {
-  const int64_t s0 = t->it.shape[t->outer_dims[0]];
+  const int64_t s0 = t->it.shape[t->outer_dims[0]], want = 2 * (int64_t)vnc_threadpool_size();
   int64_t tw = TILE;
-  while (tw > 64 && (t->O / s0) * ((s0 + tw - 1) / tw) * t->nchunks < 16) tw /= 2;
+  while (tw > 64 && (t->O / s0) * ((s0 + tw - 1) / tw) * t->nchunks < want) tw /= 2;
   return tw;
 }
 
@@ -375,6 +385,23 @@ static void store_outputs(red_task *t, int64_t o, partial p) {
   if (t->nout == 2) vnc_store_i64[t->it.dtypes[1]](t->it.data[1] + outer_offset(t, 1, o), p.idx);
 }
 
+/* Combines and stores outputs [o0, o1) (each written once: safe in parallel). */
+static void store_body(void *ctx, int64_t o0, int64_t o1) {
+  red_task *t = ctx;
+  if (t->nout == 1 && t->nouter == 1 && t->nchunks == 1 && t->acc == ACC_F && t->it.dtypes[0] == VNC_FLOAT32 &&
+      (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN)) { /* float sums and means: finalize_f and the store, inline */
+    char *out = t->it.data[0];
+    const int64_t st = t->it.strides[0][t->outer_dims[0]];
+    const float n = (float)t->R;
+    for (int64_t o = o0; o < o1; o++) {
+      const float v = t->op == VNC_RED_MEAN ? (float)t->parts[o].f / n : (float)t->parts[o].f;
+      memcpy(out + o * st, &v, sizeof v);
+    }
+    return;
+  }
+  for (int64_t o = o0; o < o1; o++) store_outputs(t, o, combine(t, t->parts + o * t->nchunks, t->nchunks));
+}
+
 static void run_pass(red_task *t) {
   if (tiled(t)) {
     t->tw = tile_width(t);
@@ -408,7 +435,7 @@ static vnc_status red_run(void *p) {
     t->means = m;
   }
   run_pass(t);
-  for (int64_t o = 0; o < t->O; o++) store_outputs(t, o, combine(t, t->parts + o * t->nchunks, t->nchunks));
+  vnc_parallel_for(t->O, 4096, store_body, t);
   free(t->parts);
   free(t->means);
   return VNC_OK;

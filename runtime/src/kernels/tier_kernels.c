@@ -167,18 +167,46 @@ static float block_sum(const float *x, int64_t n, int kind, float shift, float p
   return vnc_pairwise_sum(runs, nr);
 }
 
+/* Columns [j0, j0 + 64) of rows [0, nrows): explicit native vectors with a fixed count, so each
+ * row costs its loads and adds only (a loop over a run-time count of columns paid its setup
+ * and alias checks once per row). */
+#define TILE_BLOCK 64
+static inline void tile_block(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t ld, int64_t nrows,
+                              int64_t j0, const float *shift) {
+  mm_vec sh[TILE_BLOCK / MM_W];
+  for (int v = 0; v < TILE_BLOCK / MM_W; v++) sh[v] = shift ? mm_load(shift + j0 + v * MM_W) : (mm_vec){0};
+  for (int64_t r = 0; r < nrows; r++) {
+    float *l = lanes[r & 7] + j0;
+    const float *xr = x + r * ld + j0;
+    for (int v = 0; v < TILE_BLOCK / MM_W; v++) {
+      mm_vec a = mm_load(l + v * MM_W), t = mm_load(xr + v * MM_W);
+      if (shift) {
+        t = t - sh[v];
+        t = t * t;
+      }
+      a = a + t;
+      memcpy(l + v * MM_W, &a, sizeof a);
+    }
+  }
+}
+
 static void tile_run(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t ld, int64_t nrows, int64_t nt,
                      const float *shift) {
-  for (int64_t r = 0; r < nrows; r++) {
+  int64_t j0 = 0;
+  for (; j0 + TILE_BLOCK <= nt; j0 += TILE_BLOCK) {
+    if (shift) tile_block(lanes, x, ld, nrows, j0, shift);
+    else tile_block(lanes, x, ld, nrows, j0, NULL);
+  }
+  for (int64_t r = 0; r < nrows && j0 < nt; r++) {
     float *l = lanes[r & 7];
     const float *xr = x + r * ld;
     if (shift)
-      for (int64_t j = 0; j < nt; j++) {
+      for (int64_t j = j0; j < nt; j++) {
         const float v = xr[j] - shift[j];
         l[j] += v * v;
       }
     else
-      for (int64_t j = 0; j < nt; j++) l[j] += xr[j];
+      for (int64_t j = j0; j < nt; j++) l[j] += xr[j];
   }
 }
 
