@@ -72,3 +72,25 @@ def test_unknown_provider_is_refused():
     r = run({"TORCH_NEURONX_BLAS": "atlas"}, "import torch_neuronx")
     assert r.returncode != 0
     assert "TORCH_NEURONX_BLAS='atlas' is not one of mkl, openblas" in r.stderr
+
+
+def test_cpu_products_keep_their_threads_after_neuron_products():
+    """A neuron product may run on the caller's thread (NEURON_LAUNCH_BLOCKING=1 runs each op
+    there); MKL's per-thread count it sets there for its tiles is given back, so CPU PyTorch's
+    products on that thread keep their threads."""
+    if not torch_exports_mkl():
+        pytest.skip("this PyTorch build carries no MKL")
+    code = r"""
+import ctypes, os, torch, torch_neuronx
+mkl = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+before = mkl.MKL_Get_Max_Threads()
+for n in (8, 300):
+    a = torch.randn(n, n, device="neuron")
+    (a @ a).sum().item()
+torch.neuron.synchronize()
+print(before, mkl.MKL_Get_Max_Threads())
+"""
+    r = run({"OMP_NUM_THREADS": "2", "TORCH_NEURONX_BLAS": "mkl", "NEURON_LAUNCH_BLOCKING": "1"}, code)
+    assert r.returncode == 0, r.stderr
+    before, after = map(int, r.stdout.split())
+    assert before == 2 and after == before, r.stdout

@@ -49,7 +49,8 @@ typedef void (*vnc_sgemm_fn)(const char *trans_a, const char *trans_b, const int
 
 /* Routes every float32 product (GEMM, convolution, ...) to `sgemm`, called on the runtime's
  * pool threads one tile at a time; `set_local_threads`, when given, is called with 1 on the
- * calling thread first, so a threaded BLAS computes each tile on that thread alone. NULL
+ * calling thread first, so a threaded BLAS computes each tile on that thread alone, and with
+ * the value it returned afterwards (MKL's mkl_set_num_threads_local contract). NULL
  * `sgemm` restores the built-in OpenBLAS. Call before the first product. */
 void vnc_gemm_set_provider(const char *name, vnc_sgemm_fn sgemm, int (*set_local_threads)(int));
 /* "openblas" or the name given to vnc_gemm_set_provider. */

@@ -192,7 +192,9 @@ const char *vnc_gemm_provider(void) { return provider.name; }
 static void sgemm_tiles(void *ctx, int64_t t0, int64_t t1) {
   const sgemm_args *g = ctx;
   if (provider.sgemm) { /* column-major interface: C^T = op(B)^T op(A)^T */
-    if (provider.set_local_threads) provider.set_local_threads(1);
+    /* one thread here; the caller's own setting comes back afterwards (a small product runs
+     * on the user's thread, whose later CPU products must keep PyTorch's thread count) */
+    const int prev = provider.set_local_threads ? provider.set_local_threads(1) : 0;
     for (int64_t t = t0; t < t1; t++) {
       const int64_t i0 = (t / g->ntn) * g->tm, j0 = (t % g->ntn) * g->tn;
       const int m = (int)(g->M - i0 < g->tm ? g->M - i0 : g->tm), n = (int)(g->N - j0 < g->tn ? g->N - j0 : g->tn);
@@ -203,6 +205,7 @@ static void sgemm_tiles(void *ctx, int64_t t0, int64_t t1) {
                      g->C + i0 * g->ldc + j0, &ldc);
       if (g->epilogue) g->epilogue(g->epilogue_ctx, g->row0 + i0, g->row0 + i0 + m);
     }
+    if (provider.set_local_threads) provider.set_local_threads(prev);
     return;
   }
   for (int64_t t = t0; t < t1; t++) {
