@@ -189,35 +189,34 @@ void vnc_gemm_set_provider(const char *name, vnc_sgemm_fn sgemm, int (*set_local
 
 const char *vnc_gemm_provider(void) { return provider.name; }
 
+/* One tile, m x n at (i0, j0) of C, by the installed provider or OpenBLAS. */
+static void sgemm_tile(const sgemm_args *g, int64_t i0, int64_t j0, int64_t m, int64_t n) {
+  const float *a = g->trans_a ? g->A + i0 : g->A + i0 * g->lda;
+  const float *b = g->trans_b ? g->B + j0 * g->ldb : g->B + j0;
+  float *c = g->C + i0 * g->ldc + j0;
+  if (provider.sgemm) { /* column-major interface: C^T = op(B)^T op(A)^T */
+    const int mi = (int)m, ni = (int)n, k = (int)g->K, lda = (int)g->lda, ldb = (int)g->ldb, ldc = (int)g->ldc;
+    provider.sgemm(g->trans_b ? "T" : "N", g->trans_a ? "T" : "N", &ni, &mi, &k, &g->alpha, b, &ldb, a, &lda, &g->beta, c,
+                   &ldc);
+  } else {
+    scipy_cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans, g->trans_b ? CblasTrans : CblasNoTrans,
+                      (blasint)m, (blasint)n, (blasint)g->K, g->alpha, a, (blasint)g->lda, b, (blasint)g->ldb, g->beta, c,
+                      (blasint)g->ldc);
+  }
+}
+
 static void sgemm_tiles(void *ctx, int64_t t0, int64_t t1) {
   const sgemm_args *g = ctx;
-  if (provider.sgemm) { /* column-major interface: C^T = op(B)^T op(A)^T */
-    /* one thread here; the caller's own setting comes back afterwards (a small product runs
-     * on the user's thread, whose later CPU products must keep PyTorch's thread count) */
-    const int prev = provider.set_local_threads ? provider.set_local_threads(1) : 0;
-    for (int64_t t = t0; t < t1; t++) {
-      const int64_t i0 = (t / g->ntn) * g->tm, j0 = (t % g->ntn) * g->tn;
-      const int m = (int)(g->M - i0 < g->tm ? g->M - i0 : g->tm), n = (int)(g->N - j0 < g->tn ? g->N - j0 : g->tn);
-      const int k = (int)g->K, lda = (int)g->lda, ldb = (int)g->ldb, ldc = (int)g->ldc;
-      const float *a = g->trans_a ? g->A + i0 : g->A + i0 * g->lda;
-      const float *b = g->trans_b ? g->B + j0 * g->ldb : g->B + j0;
-      provider.sgemm(g->trans_b ? "T" : "N", g->trans_a ? "T" : "N", &n, &m, &k, &g->alpha, b, &ldb, a, &lda, &g->beta,
-                     g->C + i0 * g->ldc + j0, &ldc);
-      if (g->epilogue) g->epilogue(g->epilogue_ctx, g->row0 + i0, g->row0 + i0 + m);
-    }
-    if (provider.set_local_threads) provider.set_local_threads(prev);
-    return;
-  }
+  /* a provider's BLAS runs on one thread here; the caller's own setting comes back afterwards
+   * (a small product runs on the user's thread, whose later CPU products keep their threads) */
+  const int prev = provider.set_local_threads ? provider.set_local_threads(1) : 0;
   for (int64_t t = t0; t < t1; t++) {
     const int64_t i0 = (t / g->ntn) * g->tm, j0 = (t % g->ntn) * g->tn;
     const int64_t m = g->M - i0 < g->tm ? g->M - i0 : g->tm, n = g->N - j0 < g->tn ? g->N - j0 : g->tn;
-    const float *a = g->trans_a ? g->A + i0 : g->A + i0 * g->lda;
-    const float *b = g->trans_b ? g->B + j0 * g->ldb : g->B + j0;
-    scipy_cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans, g->trans_b ? CblasTrans : CblasNoTrans,
-                      (blasint)m, (blasint)n, (blasint)g->K, g->alpha, a, (blasint)g->lda, b, (blasint)g->ldb, g->beta,
-                      g->C + i0 * g->ldc + j0, (blasint)g->ldc);
+    sgemm_tile(g, i0, j0, m, n);
     if (g->epilogue) g->epilogue(g->epilogue_ctx, g->row0 + i0, g->row0 + i0 + m);
   }
+  if (provider.set_local_threads) provider.set_local_threads(prev);
 }
 
 void vnc_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
