@@ -327,13 +327,17 @@ PyObject* py_executed_ops(PyObject*, PyObject*) {
   END_HANDLE_TH_ERRORS
 }
 
+PyObject* string_list(const std::vector<std::string>& items) {
+  PyObject* l = PyList_New(static_cast<Py_ssize_t>(items.size()));
+  if (!l) return nullptr;
+  for (size_t i = 0; i < items.size(); i++)
+    PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyUnicode_FromString(items[i].c_str()));
+  return l;
+}
+
 PyObject* py_fallback_ops(PyObject*, PyObject*) {
   HANDLE_TH_ERRORS
-  auto ops = fallback_op_list();
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(ops.size()));
-  for (size_t i = 0; i < ops.size(); i++)
-    PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyUnicode_FromString(ops[i].c_str()));
-  return l;
+  return string_list(fallback_op_list());
   END_HANDLE_TH_ERRORS
 }
 
@@ -348,11 +352,7 @@ PyObject* py_set_coverage(PyObject*, PyObject* on) {
 
 PyObject* py_take_reached(PyObject*, PyObject*) {
   HANDLE_TH_ERRORS
-  auto names = take_reached();
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(names.size()));
-  for (size_t i = 0; i < names.size(); i++)
-    PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyUnicode_FromString(names[i].c_str()));
-  return l;
+  return string_list(take_reached());
   END_HANDLE_TH_ERRORS
 }
 
