@@ -266,7 +266,7 @@ def _gemm(name: str, has_self: bool):
                 code.append(f"VNC_JIT_TRY(vnc_rt->gemm_fused(s, {args}, {epilogue}, &c));")
             return code
 
-        rows = (ro, batch * M, N) if nd >= 2 and ro.is_contiguous() else None
+        rows = (batch * M, N) if nd >= 2 and ro.is_contiguous() else None
         ext = Extern(name, emit, [r for r in (ra, rb, rs) if r is not None], [ro], rows=rows)
         lw.prog.steps.append(ext)
         lw.values[node] = ro

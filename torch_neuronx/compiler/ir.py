@@ -226,7 +226,7 @@ class Extern:
     """A call of runtime kernels: ``emit(names)`` returns C statements, where ``names(ref)`` is
     the C expression of a TRef's element [0, ..., 0] address (char *).
 
-    A GEMM sets ``rows`` = (its output TRef, rows of the product counted across the batch,
+    A GEMM sets ``rows`` = (rows of its product ``writes[0]`` counted across the batch,
     columns); ``epilogue`` is then a fusion group run on each finished tile of whole rows
     (codegen.fuse_gemm_epilogues), and ``emit(names, epilogue=<C function name>)`` calls
     vnc_gemm_fused with it."""

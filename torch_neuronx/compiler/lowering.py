@@ -578,7 +578,7 @@ def fuse_gemm_epilogues(prog: Program) -> int:
         i += 1
         if not isinstance(g, Extern) or g.rows is None or g.epilogue is not None:
             continue
-        out, nrows, ncols = g.rows
+        out, (nrows, ncols) = g.writes[0], g.rows
         written, touched = set(), set()  # buffers the steps between write / name at all
         for j in range(i, len(steps)):
             lp = steps[j]
@@ -610,7 +610,6 @@ def _product_in_place(steps, g: Extern, lp: Loop, keep: set) -> None:
                 and r.buf.numel == x.numel == r.numel):
             moved = {}
             g.writes[0] = TRef(r.buf, out.dtype, out.size, out.stride, out.offset)
-            g.rows = (g.writes[0],) + tuple(g.rows[1:])
             for m in lp.members:
                 for v in m.inputs:
                     if isinstance(v, Load) and v.ref.buf is x:
