@@ -226,10 +226,11 @@ class Extern:
     """A call of runtime kernels: ``emit(names)`` returns C statements, where ``names(ref)`` is
     the C expression of a TRef's element [0, ..., 0] address (char *).
 
-    A GEMM sets ``rows`` = (rows of its product ``writes[0]`` counted across the batch,
-    columns); ``epilogue`` is then a fusion group run on each finished tile of whole rows
-    (codegen.fuse_gemm_epilogues), and ``emit(names, epilogue=<C function name>)`` calls
-    vnc_gemm_fused with it."""
+    A row kernel (GEMM, softmax and log_softmax and their backward, layer norm and its backward)
+    sets ``rows`` = (rows of its output ``writes[0]`` counted across the batch, columns);
+    ``epilogue`` is then a fusion group run on each finished block of whole rows
+    (lowering.fuse_row_epilogues), and ``emit(names, epilogue=<C function name>)`` calls the
+    kernel's ``_fused`` variant with it (externs.call)."""
 
     name: str
     emit: Callable

@@ -118,12 +118,17 @@ class Program:
         # a backward graph: its inputs (saved activations) are let go of as it runs, so its C
         # steps are split into several segments (codegen.segments)
         self.releases_inputs = False
-        self.gemm_epilogues = 0  # fusion groups run as GEMM epilogues (fuse_gemm_epilogues)
+        self.row_epilogues = []  # names of the Externs that run a fusion group (fuse_row_epilogues)
         self.device = None
 
     @property
     def fused_kernels(self) -> int:
-        return sum(1 for s in self.steps if isinstance(s, Loop)) + self.gemm_epilogues
+        return sum(1 for s in self.steps if isinstance(s, Loop)) + len(self.row_epilogues)
+
+    @property
+    def gemm_epilogues(self) -> int:
+        """Row epilogues run by GEMMs (the rest run in softmax / layer norm kernels)."""
+        return sum(1 for n in self.row_epilogues if n in externs.GEMMS)
 
     @property
     def c_steps(self) -> int:
@@ -553,42 +558,46 @@ def _contiguous_strides(shape) -> tuple:
     return tuple(reversed(out))
 
 
-def fuse_gemm_epilogues(prog: Program) -> int:
-    """Moves the pointwise consumer of a GEMM's output into the GEMM (Extern.epilogue): the
-    runtime then runs it on each finished tile of rows while the tile is in cache, instead of
-    a second pass over the product (bias, activation, residual add, GELU backward...).
+def fuse_row_epilogues(prog: Program) -> list:
+    """Moves the pointwise consumer of a row kernel's output into the kernel (Extern.epilogue):
+    the runtime then runs it on each finished block of rows while they are in cache, instead
+    of a second pass over the output. Row kernels are the Externs that declare ``rows``: GEMMs
+    (bias, activation, residual add, GELU backward after a product; vnc_gemm_fused), softmax,
+    log_softmax and their backward, layer norm's y and layer norm backward's dx (a residual
+    gradient add; vnc/nn_fused.h).
 
-    A fusion group qualifies when its rows are the product's rows: its last dim is the
-    product's columns, its other dims count the product's rows, and every read of the
-    product's buffer is the product itself, contiguous in the group's index order (so a tile
-    reads only finished rows). The group must follow the GEMM with only C steps between them,
-    none of which writes what the group reads or names what it writes (so it may run
-    earlier), store only into fresh buffers, and have no integer division (whose zero check
-    needs the loop's fault path).
+    A fusion group qualifies when its rows are the kernel's output rows: its last dim is the
+    output's columns, its other dims count the output's rows, and every read of the output's
+    buffer is the output itself, contiguous in the group's index order (so a block reads only
+    finished rows); it reads none of the kernel's other outputs (layer norm's statistics,
+    layer norm backward's dweight, which are whole only at the end). The group must follow the
+    kernel with only C steps between them, none of which writes what the group reads or names
+    what it writes (so it may run earlier), store only into fresh buffers, and have no integer
+    division (whose zero check needs the loop's fault path).
     Values are unchanged: the same body computes each element. When nothing else reads the
-    product, the GEMM writes it straight into a group output of the same layout, which the
-    group then overwrites in place (_product_in_place). Returns the number fused."""
+    output, the kernel writes it straight into a group output of the same layout, which the
+    group then overwrites in place (_product_in_place). Returns the names of the Externs
+    that took an epilogue, in program order."""
     from .pointwise import INT_FAULT_ROWS
 
     steps = prog.steps
     keep = {x.buf.id for x in tree_leaves(prog.outputs) if isinstance(x, TRef)}
-    fused, i = 0, 0
+    fused, i = [], 0
     while i < len(steps):
         g = steps[i]
         i += 1
         if not isinstance(g, Extern) or g.rows is None or g.epilogue is not None:
             continue
-        out, (nrows, ncols) = g.writes[0], g.rows
         written, touched = set(), set()  # buffers the steps between write / name at all
         for j in range(i, len(steps)):
             lp = steps[j]
             if not isinstance(lp, C_STEPS):
                 break
-            if isinstance(lp, Loop) and _epilogue_fits(lp, out, nrows, ncols, written, touched, INT_FAULT_ROWS):
+            if isinstance(lp, Loop) and _epilogue_fits(lp, g, written, touched, INT_FAULT_ROWS):
                 g.epilogue = lp
                 del steps[j]
                 _product_in_place(steps, g, lp, keep)
-                fused += 1
+                fused.append(g.name)
                 break
             written.update(id(r.buf) for r in written_refs(lp))
             touched.update(id(r.buf) for r in lp.refs())
@@ -596,10 +605,10 @@ def fuse_gemm_epilogues(prog: Program) -> int:
 
 
 def _product_in_place(steps, g: Extern, lp: Loop, keep: set) -> None:
-    """Places the product of `g` in the memory of an output of its epilogue `lp` when no other
-    step and no graph output reads the product and that output is float like it, dense, in
-    the product's order: one buffer fewer (the epilogue reads each element, then overwrites
-    it; codegen gives the load and the store one pointer)."""
+    """Places the output of `g` (writes[0]: a product, a softmax, ...) in the memory of an
+    output of its epilogue `lp` when no other step and no graph output reads it and that
+    output has its dtype, is dense and in its order: one buffer fewer (the epilogue reads each
+    element, then overwrites it; codegen gives the load and the store one pointer)."""
     out = g.writes[0]
     x = out.buf
     if x.kind != "alloc" or x.id in keep or any(s is not g and any(r.buf is x for r in s.refs()) for s in steps):
@@ -619,7 +628,8 @@ def _product_in_place(steps, g: Extern, lp: Loop, keep: set) -> None:
             return
 
 
-def _epilogue_fits(lp: Loop, out: TRef, nrows: int, ncols: int, written: set, touched: set, fault_rows) -> bool:
+def _epilogue_fits(lp: Loop, g: Extern, written: set, touched: set, fault_rows) -> bool:
+    out, (nrows, ncols) = g.writes[0], g.rows
     shape = tuple(lp.shape)
     if not shape or shape[-1] != ncols or math.prod(shape[:-1]) != nrows or nrows * ncols == 0:
         return False
@@ -628,7 +638,7 @@ def _epilogue_fits(lp: Loop, out: TRef, nrows: int, ncols: int, written: set, to
     if not mine or any(r.offset != out.offset or broadcast_strides(r, shape) != _contiguous_strides(shape)
                        for r in mine):
         return False
-    if any(id(r.buf) in written for r in reads):
+    if any(id(r.buf) in written or any(r.buf is w.buf for w in g.writes[1:]) for r in reads):
         return False
     if any(r.buf.kind != "alloc" or r.buf is out.buf or id(r.buf) in touched for _, r in lp.stores) or lp.write_backs:
         return False
@@ -637,8 +647,8 @@ def _epilogue_fits(lp: Loop, out: TRef, nrows: int, ncols: int, written: set, to
 
 def lower(gm: torch.fx.GraphModule, donated=()) -> Program:
     """Lowers `gm`; `donated`: input positions AOTAutograd donates (saved activations of a
-    backward graph that nothing else holds). GEMM epilogues are fused afterwards."""
+    backward graph that nothing else holds). Row epilogues are fused afterwards."""
     prog = Lowerer(gm).run()
     prog.donated = set(donated or ())
-    prog.gemm_epilogues = fuse_gemm_epilogues(prog)
+    prog.row_epilogues = fuse_row_epilogues(prog)
     return prog
