@@ -31,14 +31,15 @@ def broadcast_strides(ref: TRef, shape) -> tuple:
     return tuple(out)
 
 
-def call(kernel: str, args: str, epilogue: str | None = None) -> list:
-    """C statements calling runtime kernel `kernel` (``vnc_rt->kernel(s, args)``), or, with
-    `epilogue` (the name of a generated row function, codegen's loop_function(rows=True)), its
-    ``_fused`` variant (vnc/gemm.h, vnc/nn_fused.h), which runs the function on each block of
-    finished output rows."""
-    if epilogue is None:
+def call(kernel: str, args: str, *hooks) -> list:
+    """C statements calling runtime kernel `kernel` (``vnc_rt->kernel(s, args)``), or its
+    ``_fused`` variant with `hooks`, the names of generated row functions (codegen's
+    loop_function(rows=True); None: none) in the variant's order: (epilogue,) for a GEMM
+    (vnc/gemm.h), (prologue, epilogue) for softmax and layer norm (vnc/nn_fused.h)."""
+    if all(h is None for h in hooks):
         return [f"VNC_JIT_TRY(vnc_rt->{kernel}(s, {args}));"]
-    return ["vnc_jit_loop_ctx c = {B, 0};", f"VNC_JIT_TRY(vnc_rt->{kernel}_fused(s, {args}, {epilogue}, &c));"]
+    names = ", ".join(h or "NULL" for h in hooks)
+    return ["vnc_jit_loop_ctx c = {B, 0};", f"VNC_JIT_TRY(vnc_rt->{kernel}_fused(s, {args}, {names}, &c));"]
 
 
 def c_tensor(var: str, addr: str, size, stride, dtype) -> str:
@@ -327,13 +328,13 @@ def _softmax(log: bool, name: str):
             return False
         d = dim % max(len(rx.size), 1)
 
-        def emit(a, epilogue=None):
+        def emit(a, epilogue=None, prologue=None):
             ro = ext.writes[0]  # fuse_row_epilogues may place it in its epilogue's output
             return [f"vnc_rows x = {_rows(a(rx), rx, d)}, o = {_rows(a(ro), ro, d)};"] + \
-                call("softmax", f'"{name}", {int(log)}, &x, &o', epilogue)
+                call("softmax", f'"{name}", {int(log)}, &x, &o', prologue, epilogue)
 
         ro = lw.fresh_ref(out)
-        ext = Extern(name, emit, [rx], [ro], rows=_last_dim_rows(ro, d))
+        ext = Extern(name, emit, [rx], [ro], rows=_last_dim_rows(ro, d), row_reads=(rx,))
         lw.prog.steps.append(ext)
         lw.values[node] = ro
         return True
@@ -350,13 +351,13 @@ def _softmax_backward(log: bool, name: str):
             return False
         d = dim % max(len(rg.size), 1)
 
-        def emit(a, epilogue=None):
+        def emit(a, epilogue=None, prologue=None):
             ro = ext.writes[0]
             return [f"vnc_rows g = {_rows(a(rg), rg, d)}, y = {_rows(a(ry), ry, d)}, o = {_rows(a(ro), ro, d)};"] + \
-                call("softmax_backward", f'"{name}", {int(log)}, &g, &y, &o', epilogue)
+                call("softmax_backward", f'"{name}", {int(log)}, &g, &y, &o', prologue, epilogue)
 
         ro = lw.fresh_ref(out)
-        ext = Extern(name, emit, [rg, ry], [ro], rows=_last_dim_rows(ro, d))
+        ext = Extern(name, emit, [rg, ry], [ro], rows=_last_dim_rows(ro, d), row_reads=(rg, ry))
         lw.prog.steps.append(ext)
         lw.values[node] = ro
         return True
@@ -392,11 +393,11 @@ def _layer_norm(lw, node) -> bool:
     M = rx.numel // N if N else 0
     ry, rm, rr = lw.fresh_ref(y), lw.fresh_ref(mean), lw.fresh_ref(rstd)
     name = "aten::native_layer_norm"
-    emit = lambda a, epilogue=None: call(  # noqa: E731  (writes[0]: y, wherever fuse_row_epilogues put it)
+    emit = lambda a, epilogue=None, prologue=None: call(  # noqa: E731  (writes[0]: y, wherever fuse_row_epilogues put it)
         "layer_norm", f'"{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rx)}, {_ptr(a, rw)}, {_ptr(a, rb)}, '
                       f'{c_double(eps)}, {_ptr(a, ext.writes[0])}, {_ptr(a, rm)}, {_ptr(a, rr)}, {dtype_num(rm.dtype)}',
-        epilogue)
-    ext = Extern(name, emit, [r for r in (rx, rw, rb) if r is not None], [ry, rm, rr], rows=(M, N))
+        prologue, epilogue)
+    ext = Extern(name, emit, [r for r in (rx, rw, rb) if r is not None], [ry, rm, rr], rows=(M, N), row_reads=(rx,))
     lw.prog.steps.append(ext)
     lw.values[node] = (ry, rm, rr)
     return True
@@ -418,13 +419,13 @@ def _layer_norm_backward(lw, node) -> bool:
     wanted = [mask[0], mask[1] and w is not None, mask[2] and b is not None]
     res = [lw.fresh_ref(t) if want and isinstance(t, torch.Tensor) else None for want, t in zip(wanted, outs)]
     name = "aten::native_layer_norm_backward"
-    emit = lambda a, epilogue=None: call(  # noqa: E731  (dx, when wanted, is writes[0])
+    emit = lambda a, epilogue=None, prologue=None: call(  # noqa: E731  (dx, when wanted, is writes[0])
         "layer_norm_backward", f'"{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rdy)}, {_ptr(a, rx)}, {_ptr(a, rm)}, '
                                f'{_ptr(a, rr)}, {dtype_num(rm.dtype)}, {_ptr(a, rw)}, '
                                f'{_ptr(a, ext.writes[0] if res[0] is not None else None)}, {_ptr(a, res[1])}, '
-                               f'{_ptr(a, res[2])}', epilogue)
+                               f'{_ptr(a, res[2])}', prologue, epilogue)
     ext = Extern(name, emit, [r for r in (rdy, rx, rm, rr, rw) if r is not None], [r for r in res if r is not None],
-                 rows=(M, N) if res[0] is not None else None)
+                 rows=(M, N) if res[0] is not None else None, row_reads=(rdy, rx))
     lw.prog.steps.append(ext)
     lw.values[node] = tuple(res)
     return True
