@@ -32,7 +32,8 @@ static void make_rows(void *ctx, int64_t r0, int64_t r1) {
   copy_ctx *c = ctx;
   for (int64_t r = r0; r < r1; r++) {
     __atomic_fetch_add(&c->made[r], 1, __ATOMIC_RELAXED);
-    for (int k = 0; k < c->nin; k++) memcpy(c->in[k] + r * c->row_bytes, c->src[k] + r * c->row_bytes, (size_t)c->row_bytes);
+    for (int k = 0; k < c->nin; k++)
+      memcpy(c->in[k] + r * c->row_bytes, c->src[k] + r * c->row_bytes, (size_t)c->row_bytes);
   }
 }
 

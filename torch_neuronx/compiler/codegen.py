@@ -153,9 +153,9 @@ class Unit:
     def loop_function(self, lp: Loop, addr, rows: bool = False) -> tuple:
         """Emits the function computing `lp` for units [u0, u1): (name, units, grain, faulting
         members). A unit is a chunk of the inner run of the coalesced iteration space; with
-        `rows` (a row prologue or epilogue) the space is not reordered and a unit is one index of all but
-        the last dim, i.e. one row of the kernel (fuse_row_epilogues and fuse_row_prologues
-        checked the layout)."""
+        `rows` (a row prologue or epilogue) the space is not reordered and a unit is one index
+        of all but the last dim, i.e. one row of the kernel (fuse_row_epilogues and
+        fuse_row_prologues checked the layout)."""
         shape = tuple(lp.shape)
         loads, seen = [], set()
         for m in lp.members:

@@ -393,7 +393,8 @@ def _layer_norm(lw, node) -> bool:
     M = rx.numel // N if N else 0
     ry, rm, rr = lw.fresh_ref(y), lw.fresh_ref(mean), lw.fresh_ref(rstd)
     name = "aten::native_layer_norm"
-    emit = lambda a, epilogue=None, prologue=None: call(  # noqa: E731  (writes[0]: y, wherever fuse_row_epilogues put it)
+    # y is writes[0], wherever fuse_row_epilogues put it
+    emit = lambda a, epilogue=None, prologue=None: call(  # noqa: E731
         "layer_norm", f'"{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rx)}, {_ptr(a, rw)}, {_ptr(a, rb)}, '
                       f'{c_double(eps)}, {_ptr(a, ext.writes[0])}, {_ptr(a, rm)}, {_ptr(a, rr)}, {dtype_num(rm.dtype)}',
         prologue, epilogue)

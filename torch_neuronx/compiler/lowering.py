@@ -570,8 +570,8 @@ def fuse_row_epilogues(prog: Program) -> list:
     A fusion group qualifies when its rows are the kernel's output rows: its last dim is the
     output's columns, its other dims count the output's rows, and every read of the output's
     buffer is the output itself, contiguous in the group's index order (so a block reads only
-    finished rows); it reads none of the kernel's other outputs (layer norm's statistics,
-    layer norm backward's dweight, which are whole only at the end). The group must follow the
+    finished rows); it reads none of the kernel's other outputs (layer norm's statistics;
+    layer norm backward's dweight and dbias, whole only at the end). The group must follow the
     kernel with only C steps between them, none of which writes what the group reads or names
     what it writes (so it may run earlier), store only into fresh buffers, and have no integer
     division (whose zero check needs the loop's fault path).
