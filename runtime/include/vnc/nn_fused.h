@@ -14,9 +14,9 @@
  * o * inner + i of vnc_rows; layer norm: one of the M rows). Each hook (either may be NULL)
  * is called on disjoint ranges covering every row exactly once: the prologue before the
  * kernel reads those rows of its row inputs (softmax: x, or grad and y; layer norm: x;
- * backward: dy and x) — never before it reads weight, bias or statistics — and the epilogue
- * after the rows' output values (and, for vnc_layer_norm_fused, their mean and rstd) are
- * stored. Calls may run concurrently on different threads, so a hook must touch only its own
+ * backward: dy and x; it may compute nothing else: weight, bias and statistics may be read
+ * before it runs), and the epilogue after the rows' output values (and, for
+ * vnc_layer_norm_fused, their mean and rstd) are stored. Calls may run concurrently on different threads, so a hook must touch only its own
  * rows of whatever it writes. Neither is called when the kernel has no elements to compute.
  * With both NULL these are the plain kernels of vnc/nn.h (which call them so). Kept out of
  * vnc/nn.h and vnc/vnc.h so that the eager glue does not depend on it; generated code reaches
