@@ -93,16 +93,34 @@ static inline float vnc_ldexp2f(float y, int32_t ni) {
   return (y * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23);
 }
 
-/* exp(x): the reduction above, scaled by 2^n. The clamp to |x| <= 104.5 (one select: GCC
- * vectorises two clamps of one value into a chain of compares) makes results round to 0
- * below and overflow to inf above on their own (exp(-104.5) is under half the smallest
- * subnormal; 2^75 * 2^76 overflows), so only NaN needs a select. About 1 ulp. */
+/* exp(x): the reduction above, scaled by 2^n. Above, x is clamped to 104.5, where the result
+ * overflows to inf on its own (2^75 * 2^76). Below -104 the result is 0 (exp(-104) is under
+ * half the smallest subnormal): it is selected rather than computed, since a product that
+ * underflows costs a microcode assist on x86 (masked scores at -inf in softmax and attention
+ * would pay one each); such x are computed at -87 instead. NaN is selected too (no NaN to
+ * int). About 1 ulp. */
 static inline float vnc_expf(float x) {
-  const float xc = fabsf(x) < 104.5f ? x : copysignf(104.5f, x); /* NaN -> +-104.5: no NaN to int */
+  const float xa = fabsf(x) < 104.5f ? x : copysignf(104.5f, x); /* NaN -> +-104.5: no NaN to int */
+  const int32_t keep = -(int32_t)(xa > -104.0f);                 /* all ones, or 0 below -104 */
+  const float xc = xa > -104.0f ? xa : -87.0f;
   float n;
   const float e = vnc_exp_reduce(xc, &n) + 1.0f;
-  const float y = vnc_ldexp2f(e, (int32_t)n);
+  const float y = vnc_bits_f(vnc_f_bits(vnc_ldexp2f(e, (int32_t)n)) & keep);
   return x != x ? x : y;
+}
+
+/* exp(x) for |x| <= 87 or NaN only (callers bound the argument): there 2^n is a normal
+ * float, so one scale factor gives vnc_expf's bits (the product's one rounding, to a
+ * subnormal near x = -87, is the same), without its clamp, NaN select and two-factor
+ * scaling: half the operations. n comes from the bits of the rounding trick's sum (the
+ * integer sits in the low mantissa bits of 1.5 * 2^23 + n), so no float-to-int conversion
+ * sees a NaN. */
+static inline float vnc_expf_bounded(float x) {
+  const float nb = vnc_fmaf(x, 1.44269504088896341f, 12582912.0f);
+  float n;
+  const float e = vnc_exp_reduce(x, &n) + 1.0f;
+  const uint32_t sc = ((uint32_t)vnc_f_bits(nb) - 0x4B400000u + 127u) << 23;
+  return e * vnc_bits_f((int32_t)sc);
 }
 
 /* expm1(x) = 2^n expm1(r) + (2^n - 1) (both terms exact or nearly so for n <= 24, so small
@@ -169,16 +187,18 @@ static inline float vnc_log1pf(float x) {
 }
 
 /* tanh(x): Cephes' tanhf (S. L. Moshier): below |x| = 0.625 the odd polynomial
- * x + x^3 P(x^2), above 1 - 2 / (exp(2|x|) + 1) with the sign of x. About 2 ulp. */
+ * x + x^3 P(x^2), above 1 - 2 / (exp(2|x|) + 1) with the sign of x. About 2 ulp. From
+ * |x| = 10 on, 2 / (exp(2|x|) + 1) < 4.2e-9 is under half an ulp below 1, so the result is
+ * +-1 exactly: exp's argument is clamped there (NaN passes), within vnc_expf_bounded's range. */
 static inline float vnc_tanhf(float x) {
-  const float ax = fabsf(x), z = x * x;
+  const float ax = fabsf(x), z = x * x, ac = ax > 10.0f ? 10.0f : ax;
   float p = -5.70498872745e-3f;
   p = vnc_fmaf(p, z, 2.06390887954e-2f);
   p = vnc_fmaf(p, z, -5.37397155531e-2f);
   p = vnc_fmaf(p, z, 1.33314422036e-1f);
   p = vnc_fmaf(p, z, -3.33332819422e-1f);
   const float small = vnc_fmaf(p * z, x, x);
-  const float big = copysignf(1.0f - 2.0f / (vnc_expf(ax + ax) + 1.0f), x);
+  const float big = copysignf(1.0f - 2.0f / (vnc_expf_bounded(ac + ac) + 1.0f), x);
   const float r = ax < 0.625f ? small : big;
   return x == 0.0f ? x : r;
 }
@@ -212,7 +232,7 @@ static inline float vnc_erff_e(float x, float e) {
  * which cost a microcode assist per vector on x86. NaN passes through. */
 static inline float vnc_erff(float x) {
   const float xc = fabsf(x) > 4.0f ? 4.0f : x;
-  return vnc_erff_e(x, vnc_expf(-xc * xc));
+  return vnc_erff_e(x, vnc_expf_bounded(-xc * xc));
 }
 
 /* x ** y with ATen's special exponents (pow_tensor_scalar_optimized_kernel): 2, 3, 0.5, -0.5,

@@ -272,27 +272,47 @@ static void norm_row(float *y, const float *x, int64_t n, float mean, float rstd
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Rows [0, NR) of one tile and one block of 16 columns: c[r] = sum over t in [t0, t1) of
- * a[r * ars + t * ats] * b[t * ldb]. */
-#define MM_TILE(NR)                                                                                \
-  static void mm_tile_##NR(float *c, int64_t ldc, const float *a, int64_t ars, int64_t ats,       \
-                           const float *b, int64_t ldb, int64_t t0, int64_t t1) {                  \
-    mm_vec s[NR][MM_NV];                                                                           \
+/* a * b + c lane-wise with one rounding (vnc_fmaf's bits on every tier: the hardware's FMA
+ * where the tier has one, its exact emulation on baseline). */
+static inline mm_vec mm_fma(mm_vec a, mm_vec b, mm_vec c) {
+#if defined(__AVX512F__)
+  return (mm_vec)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+  return (mm_vec)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+  mm_vec r;
+  for (int k = 0; k < MM_W; k++) r[k] = vnc_fmaf(a[k], b[k], c[k]);
+  return r;
+#endif
+}
+
+/* Rows [0, NR) of one tile and NV native vectors of columns: c[r] = sum over t in [t0, t1) of
+ * a[r * ars + t * ats] * b[t * ldb], one FMA per term. */
+#define MM_TILE(NR, NV)                                                                            \
+  static void mm_tile_##NR##_##NV(float *c, int64_t ldc, const float *a, int64_t ars, int64_t ats, \
+                                  const float *b, int64_t ldb, int64_t t0, int64_t t1) {           \
+    mm_vec s[NR][NV];                                                                              \
     for (int r = 0; r < NR; r++)                                                                   \
-      for (int v = 0; v < MM_NV; v++) s[r][v] = (mm_vec){0};                                       \
+      for (int v = 0; v < NV; v++) s[r][v] = (mm_vec){0};                                          \
     for (int64_t t = t0; t < t1; t++) {                                                            \
-      mm_vec bt[MM_NV];                                                                            \
-      for (int v = 0; v < MM_NV; v++) bt[v] = mm_load(b + t * ldb + v * MM_W);                   \
+      mm_vec bt[NV];                                                                               \
+      for (int v = 0; v < NV; v++) bt[v] = mm_load(b + t * ldb + v * MM_W);                        \
       for (int r = 0; r < NR; r++) {                                                               \
-        const float ar = a[r * ars + t * ats];                                                     \
-        for (int v = 0; v < MM_NV; v++) s[r][v] += ar * bt[v];                                     \
+        const mm_vec av = a[r * ars + t * ats] - (mm_vec){0}; /* a broadcast: x - +0 is x */      \
+        for (int v = 0; v < NV; v++) s[r][v] = mm_fma(av, bt[v], s[r][v]);                         \
       }                                                                                            \
     }                                                                                              \
     for (int r = 0; r < NR; r++) memcpy(c + r * ldc, s[r], sizeof s[r]);                          \
   }
-MM_TILE(1)
-MM_TILE(2)
-MM_TILE(4)
+MM_TILE(1, MM_NV)
+MM_TILE(2, MM_NV)
+MM_TILE(4, MM_NV)
+/* Two column blocks per tile where the tier has the registers (AVX-512: 8 accumulators of
+ * 16 lanes, enough independent FMAs to hide their latency). */
+#define MM_WIDE (MM_W == 16)
+#if MM_WIDE
+MM_TILE(4, 2)
+#endif
 
 static void mm(const vnc_mm *p) {
   for (int64_t r0 = 0; r0 < p->m; r0 += VNC_MM_ROWS) {
@@ -305,15 +325,22 @@ static void mm(const vnc_mm *p) {
     float *c = p->c + r0 * p->ldc;
     for (int64_t c0 = first; c0 < p->n; c0 += VNC_MM_COLS) {
       if (nr == 4) {
-        mm_tile_4(c + c0, p->ldc, a, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
+#if MM_WIDE
+        if (c0 + 2 * VNC_MM_COLS <= p->n) {
+          mm_tile_4_2(c + c0, p->ldc, a, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
+          c0 += VNC_MM_COLS;
+          continue;
+        }
+#endif
+        mm_tile_4_MM_NV(c + c0, p->ldc, a, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
         continue;
       }
       int64_t r = 0;
       if (nr - r >= 2) {
-        mm_tile_2(c + c0, p->ldc, a, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
+        mm_tile_2_MM_NV(c + c0, p->ldc, a, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
         r = 2;
       }
-      if (r < nr) mm_tile_1(c + r * p->ldc + c0, p->ldc, a + r * p->ars, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
+      if (r < nr) mm_tile_1_MM_NV(c + r * p->ldc + c0, p->ldc, a + r * p->ars, p->ars, p->ats, p->b + c0, p->ldb, t0, t1);
     }
   }
 }
@@ -404,8 +431,54 @@ static float row_sum(const float *x, int64_t n) {
   return n <= VNC_REDUCE_BLOCK ? block_sum(x, n, 0, 0.0f, 0.0f) : vnc_canonical_sum(x, n);
 }
 
+static inline void store8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+static inline v8f splat8(float f) { return (v8f){f, f, f, f, f, f, f, f}; }
+
+/* The row in two passes over x and dy when n is a multiple of 8 up to one block (the main
+ * job's rows): the first adds into aw, ab and sums g and g * xh in block_sum's runs and lane
+ * trees, the second writes dx. xh and g are computed again rather than kept: the same
+ * operations, so the same bits as the general path below, without its five scratch passes. */
+static inline __attribute__((always_inline)) void ln_bwd_fused(float *dx, const float *x, const float *dy,
+                                                                const float *w, int64_t n, float mean, float rstd,
+                                                                float *aw, float *ab) {
+  float rg[VNC_REDUCE_BLOCK / RUN], rgx[VNC_REDUCE_BLOCK / RUN];
+  int64_t nr = 0;
+  const v8f mu = splat8(mean), rs = splat8(rstd);
+  for (int64_t r0 = 0; r0 < n; r0 += RUN) {
+    const int64_t r1 = r0 + RUN < n ? r0 + RUN : n;
+    v8f sg = {0}, sgx = {0};
+    for (int64_t i = r0; i < r1; i += 8) {
+      const v8f xh = (load8(x + i) - mu) * rs, d = load8(dy + i);
+      if (aw) {
+        store8(aw + i, load8(aw + i) + d * xh);
+        store8(ab + i, load8(ab + i) + d);
+      }
+      if (dx) {
+        const v8f g = w ? d * load8(w + i) : d;
+        sg += g;
+        sgx += g * xh;
+      }
+    }
+    rg[nr] = lane_tree(sg);
+    rgx[nr++] = lane_tree(sgx);
+  }
+  if (!dx) return;
+  const v8f a = splat8(vnc_pairwise_sum(rg, nr) / (float)n), b = splat8(vnc_pairwise_sum(rgx, nr) / (float)n);
+  for (int64_t i = 0; i < n; i += 8) {
+    const v8f xh = (load8(x + i) - mu) * rs, d = load8(dy + i), g = w ? d * load8(w + i) : d;
+    store8(dx + i, rs * ((g - a) - xh * b));
+  }
+}
+
 static void ln_bwd_row(float *dx, const float *x, const float *dy, const float *w, int64_t n, float mean, float rstd,
                        float *aw, float *ab, float *xh, float *g) {
+  if (n % 8 == 0 && n <= VNC_REDUCE_BLOCK) { /* one specialisation per case keeps the loops branch-free */
+    if (aw && w) ln_bwd_fused(dx, x, dy, w, n, mean, rstd, aw, ab);
+    else if (aw) ln_bwd_fused(dx, x, dy, NULL, n, mean, rstd, aw, ab);
+    else if (w) ln_bwd_fused(dx, x, dy, w, n, mean, rstd, NULL, NULL);
+    else ln_bwd_fused(dx, x, dy, NULL, n, mean, rstd, NULL, NULL);
+    return;
+  }
   for (int64_t j = 0; j < n; j++) xh[j] = (x[j] - mean) * rstd;
   if (aw)
     for (int64_t j = 0; j < n; j++) {
