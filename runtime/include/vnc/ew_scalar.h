@@ -249,9 +249,11 @@ static inline float vnc_f_pow(float a, float b) {
 }
 
 /* ---- helpers (float) ---- */
-static inline float vnc_f_sigmoid(float a) { return 1.0f / (1.0f + vnc_expf(-a)); }
-/* silu as ATen's CPU kernel: x / (1 + exp(-x)) */
-static inline float vnc_f_silu(float a) { return a / (1.0f + vnc_expf(-a)); }
+/* sigmoid and silu given e = exp(-a) (the tier kernels pass vnc_expf_bounded's where it applies) */
+static inline float vnc_sigmoid_e(float e) { return 1.0f / (1.0f + e); }
+static inline float vnc_silu_e(float a, float e) { return a / (1.0f + e); } /* ATen's CPU kernel: x / (1 + exp(-x)) */
+static inline float vnc_f_sigmoid(float a) { return vnc_sigmoid_e(vnc_expf(-a)); }
+static inline float vnc_f_silu(float a) { return vnc_silu_e(a, vnc_expf(-a)); }
 static inline float vnc_f_gelu(float a) { return 0.5f * a * (1.0f + vnc_erff(a * 0.70710678118654752440f)); }
 static inline float vnc_f_gelu_tanh(float a) {
   const float k = 0.79788456080286535588f; /* sqrt(2/pi) */

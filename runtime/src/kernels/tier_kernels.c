@@ -93,6 +93,49 @@ static inline mm_vec mm_max(mm_vec m, mm_vec v) {
 #define EW_DEF_OP(name, nin, res, F, I, B, C) EW_CLASSES(EW_DEF_KERNEL, name, nin, res, F, I, B, C)
 VNC_EW_TABLE(EW_DEF_OP)
 
+/* exp over blocks of EXP_BLOCK elements: a block whose arguments ARG (an expression of I) all
+ * lie in |v| <= 87 takes vnc_expf_bounded (vnc_expf's bits there, half its operations); a
+ * block holding anything else (far tails, the -inf of masks, NaN) takes vnc_expf. One compare
+ * per element decides. OUT is a statement using e, the exp of element I. */
+#define EXP_BLOCK 256
+#define EXP_BLOCKED(I, n, ARG, OUT)                                                       \
+  for (int64_t i0_ = 0; i0_ < (n); i0_ += EXP_BLOCK) {                                    \
+    const int64_t i1_ = i0_ + EXP_BLOCK < (n) ? i0_ + EXP_BLOCK : (n);                    \
+    int32_t ok_ = 1;                                                                      \
+    for (int64_t I = i0_; I < i1_; I++) ok_ &= fabsf(ARG) <= 87.0f;                       \
+    if (ok_)                                                                              \
+      for (int64_t I = i0_; I < i1_; I++) {                                               \
+        const float e = vnc_expf_bounded(ARG);                                            \
+        OUT;                                                                              \
+      }                                                                                   \
+    else                                                                                  \
+      for (int64_t I = i0_; I < i1_; I++) {                                               \
+        const float e = vnc_expf(ARG);                                                    \
+        OUT;                                                                              \
+      }                                                                                   \
+  }
+
+/* The float32 loops of exp, sigmoid and silu on EXP_BLOCKED: the table's bodies with the
+ * same bits (they replace the generated entries in the table below). */
+static void ew_exp_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
+  const float *x = (const float *)in[0];
+  float *o = (float *)out;
+  (void)P;
+  EXP_BLOCKED(i, n, x[i], o[i] = e)
+}
+static void ew_sigmoid_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
+  const float *x = (const float *)in[0];
+  float *o = (float *)out;
+  (void)P;
+  EXP_BLOCKED(i, n, -x[i], o[i] = vnc_sigmoid_e(e))
+}
+static void ew_silu_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
+  const float *x = (const float *)in[0];
+  float *o = (float *)out;
+  (void)P;
+  EXP_BLOCKED(i, n, -x[i], o[i] = vnc_silu_e(x[i], e))
+}
+
 /* ---------------------------------------------------------------- reductions */
 
 #define RUN 128 /* elements per 8-lane run */
@@ -249,9 +292,7 @@ static float row_max(const float *x, int64_t n) {
   return bad ? NAN : m;
 }
 
-static void exp_shift(float *y, const float *x, float shift, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] = vnc_expf(x[i] - shift);
-}
+static void exp_shift(float *y, const float *x, float shift, int64_t n) { EXP_BLOCKED(i, n, x[i] - shift, y[i] = e) }
 
 static void norm_row(float *y, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b) {
   if (w && b)
@@ -393,8 +434,10 @@ static void attn_cols(const vnc_attn_rows *p) {
       } else {
         for (int l = 0; l < AQ; l++) shift[l] = l < nl && p->lse[i0 + l] != -INFINITY ? p->lse[i0 + l] : INFINITY;
       }
-      for (int64_t j = 0; j < J; j++)
-        for (int l = 0; l < AQ; l++) blk[j * ld + l] = vnc_expf(blk[j * ld + l] - shift[l]);
+      for (int64_t j = 0; j < J; j++) {
+        float *row = blk + j * ld;
+        EXP_BLOCKED(l, AQ, row[l] - shift[l], row[l] = e)
+      }
       if (p->mode == VNC_ATTN_SOFTMAX) {
         float sum[AQ], inv[AQ];
         if (J <= VNC_REDUCE_BLOCK) {
@@ -566,9 +609,15 @@ static void softmax_row(float *y, const float *x, const float *yo, int64_t n, in
 #define EW_KERNEL_ENTRY(CLS, TT, DT, COL, name) ew_##name##_##CLS,
 #define EW_ROW(name, nin, res, F, I, B, C) {EW_CLASSES(EW_KERNEL_ENTRY, name)},
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init" /* .ew's entries replaced below */
 const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .name = TIER_STR(VNC_TIER_NAME),
     .ew = {VNC_EW_TABLE(EW_ROW)},
+    /* the generated float32 loops of these three give way to their EXP_BLOCKED forms */
+    .ew[VNC_EW_exp][EW_CLS_F32] = ew_exp_F32_blocked,
+    .ew[VNC_EW_sigmoid][EW_CLS_F32] = ew_sigmoid_F32_blocked,
+    .ew[VNC_EW_silu][EW_CLS_F32] = ew_silu_F32_blocked,
     .block_sum = block_sum,
     .tile_run = tile_run,
     .row_max = row_max,
@@ -579,3 +628,4 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .ln_bwd_row = ln_bwd_row,
     .attn_cols = attn_cols,
 };
+#pragma GCC diagnostic pop
