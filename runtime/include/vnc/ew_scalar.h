@@ -142,13 +142,11 @@ static inline float vnc_expm1f(float x) {
 
 /* log(x): Cephes' logf (S. L. Moshier): x = 2^e m with m in [sqrt(1/2), sqrt(2)),
  * log(m) = f - f^2/2 + f^3 P(f) with f = m - 1, plus e ln2 in two parts. Subnormals are
- * scaled by 2^23 first. About 1 ulp; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf. */
-static inline float vnc_logf(float x) {
-  const int sub = x < 1.17549435e-38f;
-  const float xs = sub ? x * 8388608.0f : x;
+ * scaled by 2^23 first. About 1 ulp; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf.
+ * vnc_log_core is the formula for xs = x * 2^-esub normal, positive and finite. */
+static inline float vnc_log_core(float xs, int32_t esub) {
   const int32_t ix = vnc_f_bits(xs);
-  int32_t e = ((ix >> 23) & 0xff) - 126;
-  e = sub ? e - 23 : e;
+  const int32_t e = ((ix >> 23) & 0xff) - 126 - esub;
   const float m = vnc_bits_f((ix & 0x007fffff) | 0x3f000000); /* [0.5, 1) */
   const int lt = m < 0.70710678118654752440f;
   const float ef = (float)(lt ? e - 1 : e);
@@ -166,8 +164,17 @@ static inline float vnc_logf(float x) {
   float y = (p * f) * z;
   y = vnc_fmaf(ef, -2.12194440e-4f, y);
   y = vnc_fmaf(-0.5f, z, y);
-  float r = f + y;
-  r = vnc_fmaf(ef, 0.693359375f, r);
+  const float r = f + y;
+  return vnc_fmaf(ef, 0.693359375f, r);
+}
+
+/* log(x) for x normal, positive and finite only (callers check): vnc_logf's bits there
+ * without its subnormal scaling and special-value selects. */
+static inline float vnc_logf_normal(float x) { return vnc_log_core(x, 0); }
+
+static inline float vnc_logf(float x) {
+  const int sub = x < 1.17549435e-38f;
+  float r = vnc_log_core(sub ? x * 8388608.0f : x, sub ? 23 : 0);
   r = x == INFINITY ? x : r;
   r = x < 0.0f ? NAN : r;
   r = x == 0.0f ? -INFINITY : r;

@@ -93,30 +93,40 @@ static inline mm_vec mm_max(mm_vec m, mm_vec v) {
 #define EW_DEF_OP(name, nin, res, F, I, B, C) EW_CLASSES(EW_DEF_KERNEL, name, nin, res, F, I, B, C)
 VNC_EW_TABLE(EW_DEF_OP)
 
-/* exp over blocks of EXP_BLOCK elements: a block whose arguments ARG (an expression of I) all
- * lie in |v| <= 87 takes vnc_expf_bounded (vnc_expf's bits there, half its operations); a
- * block holding anything else (far tails, the -inf of masks, NaN) takes vnc_expf. One compare
- * per element decides. OUT is a statement using e, the exp of element I. */
-#define EXP_BLOCK 256
-#define EXP_BLOCKED(I, n, ARG, OUT)                                                       \
-  for (int64_t i0_ = 0; i0_ < (n); i0_ += EXP_BLOCK) {                                    \
-    const int64_t i1_ = i0_ + EXP_BLOCK < (n) ? i0_ + EXP_BLOCK : (n);                    \
+/* Range-blocked transcendentals: over blocks of RANGE_BLOCK elements, a block whose
+ * arguments ARG (an expression of I) all satisfy IN_RANGE takes FAST, which gives GENERAL's
+ * bits there with fewer operations (no clamps or special-value selects); a block holding
+ * anything else (far tails, the -inf of masks, NaN) takes GENERAL. One compare per element
+ * decides. OUT is a statement using e, the function's value at element I. */
+#define RANGE_BLOCK 256
+#define RANGE_BLOCKED(I, n, ARG, IN_RANGE, FAST, GENERAL, OUT)                            \
+  for (int64_t i0_ = 0; i0_ < (n); i0_ += RANGE_BLOCK) {                                  \
+    const int64_t i1_ = i0_ + RANGE_BLOCK < (n) ? i0_ + RANGE_BLOCK : (n);                \
     int32_t ok_ = 1;                                                                      \
-    for (int64_t I = i0_; I < i1_; I++) ok_ &= fabsf(ARG) <= 87.0f;                       \
+    for (int64_t I = i0_; I < i1_; I++) ok_ &= IN_RANGE(ARG);                             \
     if (ok_)                                                                              \
       for (int64_t I = i0_; I < i1_; I++) {                                               \
-        const float e = vnc_expf_bounded(ARG);                                            \
+        const float e = FAST(ARG);                                                        \
         OUT;                                                                              \
       }                                                                                   \
     else                                                                                  \
       for (int64_t I = i0_; I < i1_; I++) {                                               \
-        const float e = vnc_expf(ARG);                                                    \
+        const float e = GENERAL(ARG);                                                     \
         OUT;                                                                              \
       }                                                                                   \
   }
+static inline int32_t exp_arg_ok(float v) { return fabsf(v) <= 87.0f; } /* vnc_expf_bounded's domain */
+static inline int32_t log_arg_ok(float v) { return v >= 1.17549435e-38f && v <= 3.40282347e38f; } /* normal > 0 */
+#define EXP_BLOCKED(I, n, ARG, OUT) RANGE_BLOCKED(I, n, ARG, exp_arg_ok, vnc_expf_bounded, vnc_expf, OUT)
 
-/* The float32 loops of exp, sigmoid and silu on EXP_BLOCKED: the table's bodies with the
- * same bits (they replace the generated entries in the table below). */
+/* The float32 loops of exp, sigmoid, silu and log on RANGE_BLOCKED: the table's bodies with
+ * the same bits (they replace the generated entries in the table below). */
+static void ew_log_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
+  const float *x = (const float *)in[0];
+  float *o = (float *)out;
+  (void)P;
+  RANGE_BLOCKED(i, n, x[i], log_arg_ok, vnc_logf_normal, vnc_logf, o[i] = e)
+}
 static void ew_exp_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
   const float *x = (const float *)in[0];
   float *o = (float *)out;
@@ -614,8 +624,9 @@ static void softmax_row(float *y, const float *x, const float *yo, int64_t n, in
 const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .name = TIER_STR(VNC_TIER_NAME),
     .ew = {VNC_EW_TABLE(EW_ROW)},
-    /* the generated float32 loops of these three give way to their EXP_BLOCKED forms */
+    /* the generated float32 loops of these give way to their RANGE_BLOCKED forms */
     .ew[VNC_EW_exp][EW_CLS_F32] = ew_exp_F32_blocked,
+    .ew[VNC_EW_log][EW_CLS_F32] = ew_log_F32_blocked,
     .ew[VNC_EW_sigmoid][EW_CLS_F32] = ew_sigmoid_F32_blocked,
     .ew[VNC_EW_silu][EW_CLS_F32] = ew_silu_F32_blocked,
     .block_sum = block_sum,
