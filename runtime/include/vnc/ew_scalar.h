@@ -268,12 +268,17 @@ static inline float vnc_f_gelu_tanh(float a) {
 }
 /* cdf + a * pdf of the standard normal at a: with x = a / sqrt(2), pdf = exp(-x^2) / sqrt(2 pi),
  * the exp erf(x) takes too (one exp for both). */
-static inline float vnc_f_gelu_grad(float g, float a) {
-  const float x = a * 0.70710678118654752440f, e = vnc_expf(-x * x);
+static inline float vnc_gelu_grad_e(float g, float a, float e) { /* e = exp(-x^2), x = a / sqrt(2) */
+  const float x = a * 0.70710678118654752440f;
   const float cdf = 0.5f * (1.0f + vnc_erff_e(x, e));
   const float pdf = e * 0.39894228040143267794f; /* 1/sqrt(2 pi) */
   return g * vnc_fmaf(a, pdf, cdf);
 }
+static inline float vnc_gelu_exp_arg(float a) { /* -x^2, x = a / sqrt(2) */
+  const float x = a * 0.70710678118654752440f;
+  return -x * x;
+}
+static inline float vnc_f_gelu_grad(float g, float a) { return vnc_gelu_grad_e(g, a, vnc_expf(vnc_gelu_exp_arg(a))); }
 static inline float vnc_f_gelu_tanh_grad(float g, float a) {
   const float k = 0.79788456080286535588f, c = 0.044715f;
   const float inner = k * (a + c * a * a * a);
@@ -282,10 +287,11 @@ static inline float vnc_f_gelu_tanh_grad(float g, float a) {
   const float dinner = k * (1.0f + 3.0f * c * a * a);
   return g * (0.5f * right + left * (1.0f - t * t) * dinner);
 }
-static inline float vnc_f_silu_grad(float g, float a) {
-  const float s = vnc_f_sigmoid(a);
+static inline float vnc_silu_grad_e(float g, float a, float e) { /* e = exp(-a) */
+  const float s = vnc_sigmoid_e(e);
   return g * s * (1.0f + a * (1.0f - s));
 }
+static inline float vnc_f_silu_grad(float g, float a) { return vnc_silu_grad_e(g, a, vnc_expf(-a)); }
 /* Python-style remainder: the result takes the divisor's sign (ATen remainder). */
 static inline float vnc_f_remainder(float a, float b) {
   float m = fmodf(a, b);

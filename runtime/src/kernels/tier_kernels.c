@@ -119,8 +119,20 @@ static inline int32_t exp_arg_ok(float v) { return fabsf(v) <= 87.0f; } /* vnc_e
 static inline int32_t log_arg_ok(float v) { return v >= 1.17549435e-38f && v <= 3.40282347e38f; } /* normal > 0 */
 #define EXP_BLOCKED(I, n, ARG, OUT) RANGE_BLOCKED(I, n, ARG, exp_arg_ok, vnc_expf_bounded, vnc_expf, OUT)
 
-/* The float32 loops of exp, sigmoid, silu and log on RANGE_BLOCKED: the table's bodies with
+/* The float32 loops of exp, sigmoid, silu, their backward ops, GELU's and log on RANGE_BLOCKED: the table's bodies with
  * the same bits (they replace the generated entries in the table below). */
+static void ew_gelu_backward_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
+  const float *g = (const float *)in[0], *x = (const float *)in[1];
+  float *o = (float *)out;
+  (void)P;
+  EXP_BLOCKED(i, n, vnc_gelu_exp_arg(x[i]), o[i] = vnc_gelu_grad_e(g[i], x[i], e))
+}
+static void ew_silu_backward_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
+  const float *g = (const float *)in[0], *x = (const float *)in[1];
+  float *o = (float *)out;
+  (void)P;
+  EXP_BLOCKED(i, n, -x[i], o[i] = vnc_silu_grad_e(g[i], x[i], e))
+}
 static void ew_log_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
   const float *x = (const float *)in[0];
   float *o = (float *)out;
@@ -627,6 +639,8 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     /* the generated float32 loops of these give way to their RANGE_BLOCKED forms */
     .ew[VNC_EW_exp][EW_CLS_F32] = ew_exp_F32_blocked,
     .ew[VNC_EW_log][EW_CLS_F32] = ew_log_F32_blocked,
+    .ew[VNC_EW_gelu_backward][EW_CLS_F32] = ew_gelu_backward_F32_blocked,
+    .ew[VNC_EW_silu_backward][EW_CLS_F32] = ew_silu_backward_F32_blocked,
     .ew[VNC_EW_sigmoid][EW_CLS_F32] = ew_sigmoid_F32_blocked,
     .ew[VNC_EW_silu][EW_CLS_F32] = ew_silu_F32_blocked,
     .block_sum = block_sum,
