@@ -15,8 +15,8 @@
 
 /* A small float32 product for attention (vnc_tier_ops.mm): c[r][col] = the sum over t of
  * a[r * ars + t * ats] * b[t * ldb + col], for r < m, col < n; n is a multiple of
- * VNC_MM_COLS (b's and c's rows hold n columns, padded where needed). Each sum runs in t order from +0, one fused
- * multiply-add (vnc_fmaf) per term, so every tier computes the same bits. Rows go in tiles of VNC_MM_ROWS;
+ * VNC_MM_COLS (b's and c's rows hold n columns, padded where needed). Each sum runs in t order from +0 with separate
+ * multiplies and adds, so every tier computes the same bits. Rows go in tiles of VNC_MM_ROWS;
  * the triangular modes (causal attention) skip what is zero or unused by construction, per
  * tile: T_LE_R sums t <= the tile's last row only, T_GE_R t >= its first row only, C_GE_R
  * computes the column blocks from the one holding the tile's first row only (the rest of c
