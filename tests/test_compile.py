@@ -198,15 +198,84 @@ def test_gemm_epilogue_overwrites_the_product_in_place(neuron):
     assert [r["gemm_epilogue_count"] for r in compiled_records()] == [1]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_row_epilogues(neuron, dtype):
+    """Pointwise consumers of softmax, log_softmax, layer norm (forward) and of their
+    backward ops run inside the row kernels on finished rows, and their pointwise producers
+    on each block of rows just before the kernel reads it (vnc/nn_fused.h): values and
+    gradients bitwise equal to eager, each kind counted in row_epilogue_ops and
+    row_prologue_ops."""
+    def f(x1, x2, x3, r, w, b):
+        p = torch.softmax(x1 * 0.5, dim=-1) * 3 + r           # backward: softmax grad * 0.5
+        q = torch.log_softmax(x2 * 2, dim=-1) * r             # backward: log_softmax grad * 2
+        h = F.layer_norm(x3 * 2, (x3.shape[-1],), w, b).relu()  # backward: dx * 2
+        return p, q, h
+
+    g = torch.Generator().manual_seed(8)
+    shape = (3, 50, 70)  # 150 rows of 70
+    xs = [torch.randn(shape, generator=g).to(dtype) for _ in range(4)] + \
+        [torch.randn(70, generator=g).to(dtype) for _ in range(2)]
+    grads = [torch.randn(shape, generator=g).to(dtype).to(neuron) for _ in range(3)]
+
+    def run(fn):
+        ts = [t.to(neuron).requires_grad_() for t in xs]
+        outs = fn(*ts)
+        torch.autograd.backward(outs, grads)
+        return list(outs) + [t.grad for t in ts]
+
+    want = run(f)
+    for got, w in zip(run(torch.compile(f, backend="neuron")), want):
+        assert_bitwise_equal(got, w)
+    ops = {r["graph_type"]: sorted(r["row_epilogue_ops"]) for r in assert_compiled()}
+    assert ops == {"forward": ["aten::_log_softmax", "aten::_softmax", "aten::native_layer_norm"],
+                   "backward": ["aten::_log_softmax_backward_data", "aten::_softmax_backward_data",
+                                "aten::native_layer_norm_backward"]}, ops
+    assert all(r["row_epilogue_count"] == 3 and r["gemm_epilogue_count"] == 0 for r in compiled_records())
+    # producers: the scalings of x1, x2, x3 (forward); in the backward, the gradients of the
+    # outputs scaled on their way into the softmax backward ops, relu's mask before dx
+    ops = {r["graph_type"]: sorted(r["row_prologue_ops"]) for r in compiled_records()}
+    assert ops == {"forward": ["aten::_log_softmax", "aten::_softmax", "aten::native_layer_norm"],
+                   "backward": ["aten::_log_softmax_backward_data", "aten::_softmax_backward_data",
+                                "aten::native_layer_norm_backward"]}, ops
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_row_epilogues_need_finished_rows(neuron):
+    """A consumer that reads a softmax or layer norm output transposed, or another row of it
+    (row 0 broadcast over every row), could read rows not yet computed: it stays a separate
+    loop; so does a producer whose value a fused consumer reads at another row. Still equal
+    to eager."""
+    def f(x, z, w, v):
+        s = torch.softmax(x, dim=-1)  # square: the transpose has the rows' shape
+        y = F.layer_norm(z, (z.shape[-1],), w)
+        h = v * 2                     # not a prologue: the epilogue reads its row 0 everywhere
+        return s.t() * 2, y - y[0], torch.softmax(h, dim=-1) + h[0]
+
+    g = torch.Generator().manual_seed(9)
+    x, z, w, v = (torch.randn(shape, generator=g).to(neuron) for shape in ((128, 128), (300, 64), (64,), (300, 64)))
+    for got, want in zip(torch.compile(f, backend="neuron")(x, z, w, v), f(x, z, w, v)):
+        assert_bitwise_equal(got, want)
+    recs = assert_compiled()
+    assert [(r["row_epilogue_ops"], r["row_prologue_ops"]) for r in recs] == [(["aten::_softmax"], [])], recs
+
+
 def test_gpt_graphs_fuse_gemm_epilogues():
     """The main job's GPT: per block, the attention projection's and the MLP output's residual
-    adds and the MLP's GELU run as GEMM epilogues (forward), and GELU backward (backward)."""
+    adds and the MLP's GELU run as GEMM epilogues (forward), and GELU backward (backward); in
+    the backward, the residual gradient add after both layer norms' dx runs in the layer norm
+    kernel (and, forward, the embedding add before the first layer norm)."""
     torch.manual_seed(0)
     model = TinyGPT(96, 64, 2, 4, 32).to("neuron")
     idx = torch.randint(0, 96, (4, 33)).to("neuron")
     torch.compile(model, backend="neuron")(idx[:, :-1], idx[:, 1:]).backward()
-    counts = {r["graph_type"]: r["gemm_epilogue_count"] for r in assert_compiled()}
+    recs = assert_compiled()
+    counts = {r["graph_type"]: r["gemm_epilogue_count"] for r in recs}
     assert counts == {"forward": 3 * 2, "backward": 1 * 2}, counts
+    norms = {r["graph_type"]: r["row_epilogue_ops"].count("aten::native_layer_norm_backward") for r in recs}
+    assert norms == {"forward": 0, "backward": 2 * 2}, norms
+    # the token + position embedding add is computed row by row inside the first layer norm
+    assert {r["graph_type"]: r["row_prologue_ops"] for r in recs} == {"forward": ["aten::native_layer_norm"],
+                                                                     "backward": []}
 
 
 def test_lazy_bit_views(neuron):

@@ -120,6 +120,10 @@ class _GraphCompiler:
         rec.fused_kernel_count = prog.fused_kernels
         rec.c_step_count = prog.c_steps
         rec.gemm_epilogue_count = prog.gemm_epilogues
+        rec.row_epilogue_count = len(prog.row_epilogues)
+        rec.row_epilogue_ops = list(prog.row_epilogues)
+        rec.row_prologue_count = len(prog.row_prologues)
+        rec.row_prologue_ops = list(prog.row_prologues)
         rec.eager_ops = list(prog.eager_ops)
         rec.eager_op_count = len(prog.eager_ops)
         rec.host_ops = list(prog.host_ops)

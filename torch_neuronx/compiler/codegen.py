@@ -110,9 +110,9 @@ class Unit:
                 body += self.reduce(step, addr)
             elif isinstance(step, FusedReduce):
                 body += self.fused_reduce(step, addr)
-            elif isinstance(step, Extern) and step.epilogue is not None:
-                fn = self.loop_function(step.epilogue, addr, rows=True)[0]
-                body += ["{"] + ["  " + line for line in step.emit(addr, epilogue=fn)] + ["}"]
+            elif isinstance(step, Extern) and step.hooks:  # fused groups run per block of rows
+                fns = {k: self.loop_function(lp, addr, rows=True)[0] for k, lp in step.hooks.items()}
+                body += ["{"] + ["  " + line for line in step.emit(addr, **fns)] + ["}"]
             elif isinstance(step, Extern):
                 body += ["{"] + ["  " + line for line in step.emit(addr)] + ["}"]
         self.funcs.append("\n".join([f"VNC_JIT_EXPORT vnc_status seg_{k}(vnc_stream *s, char *const *B) {{",
@@ -153,8 +153,9 @@ class Unit:
     def loop_function(self, lp: Loop, addr, rows: bool = False) -> tuple:
         """Emits the function computing `lp` for units [u0, u1): (name, units, grain, faulting
         members). A unit is a chunk of the inner run of the coalesced iteration space; with
-        `rows` (a GEMM epilogue) the space is not reordered and a unit is one index of all but
-        the last dim, i.e. one row of the product (fuse_gemm_epilogues checked the layout)."""
+        `rows` (a row prologue or epilogue) the space is not reordered and a unit is one index
+        of all but the last dim, i.e. one row of the kernel (fuse_row_epilogues and
+        fuse_row_prologues checked the layout)."""
         shape = tuple(lp.shape)
         loads, seen = [], set()
         for m in lp.members:

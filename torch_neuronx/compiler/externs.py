@@ -31,6 +31,17 @@ def broadcast_strides(ref: TRef, shape) -> tuple:
     return tuple(out)
 
 
+def call(kernel: str, args: str, *hooks) -> list:
+    """C statements calling runtime kernel `kernel` (``vnc_rt->kernel(s, args)``), or its
+    ``_fused`` variant with `hooks`, the names of generated row functions (codegen's
+    loop_function(rows=True); None: none) in the variant's order: (epilogue,) for a GEMM
+    (vnc/gemm.h), (prologue, epilogue) for softmax and layer norm (vnc/nn_fused.h)."""
+    if all(h is None for h in hooks):
+        return [f"VNC_JIT_TRY(vnc_rt->{kernel}(s, {args}));"]
+    names = ", ".join(h or "NULL" for h in hooks)
+    return ["vnc_jit_loop_ctx c = {B, 0};", f"VNC_JIT_TRY(vnc_rt->{kernel}_fused(s, {args}, {names}, &c));"]
+
+
 def c_tensor(var: str, addr: str, size, stride, dtype) -> str:
     """C declaration of a vnc_tensor named `var`."""
     sizes = ", ".join(f"${int(s)}" for s in size) or "0"
@@ -246,7 +257,7 @@ def _gemm(name: str, has_self: bool):
         K = ra.size[0] if len(ra.size) == 1 else ra.size[-1]
 
         def emit(addr, epilogue=None):
-            ro = ext.writes[0]  # fuse_gemm_epilogues may place the product in its epilogue's output
+            ro = ext.writes[0]  # fuse_row_epilogues may place the product in its epilogue's output
             code = []
             if rs is not None:  # eager: out.copy_(self.expand(out.sizes())) before the product
                 code.append(c_tensor("dst", addr(ro), ro.size, ro.stride, ro.dtype))
@@ -259,12 +270,7 @@ def _gemm(name: str, has_self: bool):
                         f"C = {C};")
             args = (f'"{name}", ${batch}, ${M}, ${N}, ${K}, {c_double(alpha)}, &A, &B_, '
                     f'{c_double(beta) if rs is not None else "0.0"}, &C')
-            if epilogue is None:
-                code.append(f"VNC_JIT_TRY(vnc_rt->gemm(s, {args}));")
-            else:  # the fused consumer runs on each finished tile of rows (vnc_gemm_fused)
-                code.append("vnc_jit_loop_ctx c = {B, 0};")
-                code.append(f"VNC_JIT_TRY(vnc_rt->gemm_fused(s, {args}, {epilogue}, &c));")
-            return code
+            return code + call("gemm", args, epilogue)  # an epilogue runs on each finished tile of rows
 
         rows = (batch * M, N) if nd >= 2 and ro.is_contiguous() else None
         ext = Extern(name, emit, [r for r in (ra, rb, rs) if r is not None], [ro], rows=rows)
@@ -275,6 +281,7 @@ def _gemm(name: str, has_self: bool):
     return lower
 
 
+GEMMS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")  # Extern names of the products
 LOWERINGS[aten.mm.default] = _gemm("aten::mm", False)
 LOWERINGS[aten.bmm.default] = _gemm("aten::bmm", False)
 LOWERINGS[aten.addmm.default] = _gemm("aten::addmm", True)
@@ -304,6 +311,14 @@ def _fresh(lw, meta):
     return lw.fresh_ref(meta) if isinstance(meta, torch.Tensor) else meta
 
 
+def _last_dim_rows(ref: TRef, dim: int):
+    """Extern.rows of a row kernel's contiguous output reduced along `dim`: (rows, columns)
+    when `dim` is the last (each kernel row is then a memory row), else None."""
+    if not ref.size or dim != len(ref.size) - 1 or not ref.is_contiguous():
+        return None
+    return ref.numel // ref.size[-1] if ref.size[-1] else 0, ref.size[-1]
+
+
 def _softmax(log: bool, name: str):
     def lower(lw, node) -> bool:
         x, dim = node.args[:2]
@@ -312,10 +327,15 @@ def _softmax(log: bool, name: str):
         if out.dtype not in FLOATS or rx.dtype != out.dtype or not out.is_contiguous():
             return False
         d = dim % max(len(rx.size), 1)
+
+        def emit(a, epilogue=None, prologue=None):
+            ro = ext.writes[0]  # fuse_row_epilogues may place it in its epilogue's output
+            return [f"vnc_rows x = {_rows(a(rx), rx, d)}, o = {_rows(a(ro), ro, d)};"] + \
+                call("softmax", f'"{name}", {int(log)}, &x, &o', prologue, epilogue)
+
         ro = lw.fresh_ref(out)
-        emit = lambda a: [f"vnc_rows x = {_rows(a(rx), rx, d)}, o = {_rows(a(ro), ro, d)};",  # noqa: E731
-                          f'VNC_JIT_TRY(vnc_rt->softmax(s, "{name}", {int(log)}, &x, &o));']
-        lw.prog.steps.append(Extern(name, emit, [rx], [ro]))
+        ext = Extern(name, emit, [rx], [ro], rows=_last_dim_rows(ro, d), row_reads=(rx,))
+        lw.prog.steps.append(ext)
         lw.values[node] = ro
         return True
 
@@ -330,10 +350,15 @@ def _softmax_backward(log: bool, name: str):
         if out.dtype not in FLOATS or {rg.dtype, ry.dtype} != {out.dtype} or not out.is_contiguous():
             return False
         d = dim % max(len(rg.size), 1)
+
+        def emit(a, epilogue=None, prologue=None):
+            ro = ext.writes[0]
+            return [f"vnc_rows g = {_rows(a(rg), rg, d)}, y = {_rows(a(ry), ry, d)}, o = {_rows(a(ro), ro, d)};"] + \
+                call("softmax_backward", f'"{name}", {int(log)}, &g, &y, &o', prologue, epilogue)
+
         ro = lw.fresh_ref(out)
-        emit = lambda a: [f"vnc_rows g = {_rows(a(rg), rg, d)}, y = {_rows(a(ry), ry, d)}, o = {_rows(a(ro), ro, d)};",  # noqa: E731
-                          f'VNC_JIT_TRY(vnc_rt->softmax_backward(s, "{name}", {int(log)}, &g, &y, &o));']
-        lw.prog.steps.append(Extern(name, emit, [rg, ry], [ro]))
+        ext = Extern(name, emit, [rg, ry], [ro], rows=_last_dim_rows(ro, d), row_reads=(rg, ry))
+        lw.prog.steps.append(ext)
         lw.values[node] = ro
         return True
 
@@ -368,10 +393,13 @@ def _layer_norm(lw, node) -> bool:
     M = rx.numel // N if N else 0
     ry, rm, rr = lw.fresh_ref(y), lw.fresh_ref(mean), lw.fresh_ref(rstd)
     name = "aten::native_layer_norm"
-    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm(s, "{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rx)}, '  # noqa: E731
-                      f'{_ptr(a, rw)}, {_ptr(a, rb)}, {c_double(eps)}, {_ptr(a, ry)}, {_ptr(a, rm)}, {_ptr(a, rr)}, '
-                      f'{dtype_num(rm.dtype)}));']
-    lw.prog.steps.append(Extern(name, emit, [r for r in (rx, rw, rb) if r is not None], [ry, rm, rr]))
+    # y is writes[0], wherever fuse_row_epilogues put it
+    emit = lambda a, epilogue=None, prologue=None: call(  # noqa: E731
+        "layer_norm", f'"{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rx)}, {_ptr(a, rw)}, {_ptr(a, rb)}, '
+                      f'{c_double(eps)}, {_ptr(a, ext.writes[0])}, {_ptr(a, rm)}, {_ptr(a, rr)}, {dtype_num(rm.dtype)}',
+        prologue, epilogue)
+    ext = Extern(name, emit, [r for r in (rx, rw, rb) if r is not None], [ry, rm, rr], rows=(M, N), row_reads=(rx,))
+    lw.prog.steps.append(ext)
     lw.values[node] = (ry, rm, rr)
     return True
 
@@ -392,11 +420,14 @@ def _layer_norm_backward(lw, node) -> bool:
     wanted = [mask[0], mask[1] and w is not None, mask[2] and b is not None]
     res = [lw.fresh_ref(t) if want and isinstance(t, torch.Tensor) else None for want, t in zip(wanted, outs)]
     name = "aten::native_layer_norm_backward"
-    emit = lambda a: [f'VNC_JIT_TRY(vnc_rt->layer_norm_backward(s, "{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rdy)}, '  # noqa: E731
-                      f'{_ptr(a, rx)}, {_ptr(a, rm)}, {_ptr(a, rr)}, {dtype_num(rm.dtype)}, {_ptr(a, rw)}, '
-                      f'{_ptr(a, res[0])}, {_ptr(a, res[1])}, {_ptr(a, res[2])}));']
-    lw.prog.steps.append(Extern(name, emit, [r for r in (rdy, rx, rm, rr, rw) if r is not None],
-                                [r for r in res if r is not None]))
+    emit = lambda a, epilogue=None, prologue=None: call(  # noqa: E731  (dx, when wanted, is writes[0])
+        "layer_norm_backward", f'"{name}", ${M}, ${N}, {dtype_num(dt)}, {_ptr(a, rdy)}, {_ptr(a, rx)}, {_ptr(a, rm)}, '
+                               f'{_ptr(a, rr)}, {dtype_num(rm.dtype)}, {_ptr(a, rw)}, '
+                               f'{_ptr(a, ext.writes[0] if res[0] is not None else None)}, {_ptr(a, res[1])}, '
+                               f'{_ptr(a, res[2])}', prologue, epilogue)
+    ext = Extern(name, emit, [r for r in (rdy, rx, rm, rr, rw) if r is not None], [r for r in res if r is not None],
+                 rows=(M, N) if res[0] is not None else None, row_reads=(rdy, rx))
+    lw.prog.steps.append(ext)
     lw.values[node] = tuple(res)
     return True
 

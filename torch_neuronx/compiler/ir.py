@@ -226,10 +226,14 @@ class Extern:
     """A call of runtime kernels: ``emit(names)`` returns C statements, where ``names(ref)`` is
     the C expression of a TRef's element [0, ..., 0] address (char *).
 
-    A GEMM sets ``rows`` = (rows of its product ``writes[0]`` counted across the batch,
-    columns); ``epilogue`` is then a fusion group run on each finished tile of whole rows
-    (codegen.fuse_gemm_epilogues), and ``emit(names, epilogue=<C function name>)`` calls
-    vnc_gemm_fused with it."""
+    A row kernel (GEMM, softmax and log_softmax and their backward, layer norm and its backward)
+    sets ``rows`` = (rows of its output ``writes[0]`` counted across the batch, columns);
+    ``epilogue`` is then a fusion group run on each finished block of whole rows
+    (lowering.fuse_row_epilogues), and ``emit(names, epilogue=<C function name>)`` calls the
+    kernel's ``_fused`` variant with it (externs.call). ``row_reads``: the reads the kernel
+    reads row by row with its output's rows (softmax's x, layer norm backward's dy and x...);
+    ``prologue`` a fusion group computing some of them, run on each block of rows just before
+    the kernel reads it (lowering.fuse_row_prologues; ``emit(names, prologue=...)``)."""
 
     name: str
     emit: Callable
@@ -237,9 +241,16 @@ class Extern:
     writes: list
     rows: tuple | None = None
     epilogue: "Loop | None" = None
+    row_reads: tuple = ()
+    prologue: "Loop | None" = None
+
+    @property
+    def hooks(self) -> dict:
+        """The fusion groups run inside the kernel: {"prologue": Loop, "epilogue": Loop}."""
+        return {k: lp for k, lp in (("prologue", self.prologue), ("epilogue", self.epilogue)) if lp is not None}
 
     def refs(self):
-        extra = self.epilogue.refs() if self.epilogue is not None else []
+        extra = [r for lp in self.hooks.values() for r in lp.refs()]
         return list(self.reads) + list(self.writes) + extra
 
 
@@ -270,4 +281,4 @@ def written_refs(step) -> list:
         return [r for _, r in step.stores]
     if isinstance(step, (Reduce, FusedReduce)):
         return [step.out]
-    return list(step.writes) + (written_refs(step.epilogue) if step.epilogue is not None else [])
+    return list(step.writes) + [r for lp in step.hooks.values() for r in written_refs(lp)]

@@ -118,12 +118,18 @@ class Program:
         # a backward graph: its inputs (saved activations) are let go of as it runs, so its C
         # steps are split into several segments (codegen.segments)
         self.releases_inputs = False
-        self.gemm_epilogues = 0  # fusion groups run as GEMM epilogues (fuse_gemm_epilogues)
+        self.row_epilogues = []  # names of the Externs that run a consumer group (fuse_row_epilogues)
+        self.row_prologues = []  # ... that run a producer group (fuse_row_prologues)
         self.device = None
 
     @property
     def fused_kernels(self) -> int:
-        return sum(1 for s in self.steps if isinstance(s, Loop)) + self.gemm_epilogues
+        return sum(1 for s in self.steps if isinstance(s, Loop)) + len(self.row_epilogues) + len(self.row_prologues)
+
+    @property
+    def gemm_epilogues(self) -> int:
+        """Row epilogues run by GEMMs (the rest run in softmax / layer norm kernels)."""
+        return sum(1 for n in self.row_epilogues if n in externs.GEMMS)
 
     @property
     def c_steps(self) -> int:
@@ -553,53 +559,137 @@ def _contiguous_strides(shape) -> tuple:
     return tuple(reversed(out))
 
 
-def fuse_gemm_epilogues(prog: Program) -> int:
-    """Moves the pointwise consumer of a GEMM's output into the GEMM (Extern.epilogue): the
-    runtime then runs it on each finished tile of rows while the tile is in cache, instead of
-    a second pass over the product (bias, activation, residual add, GELU backward...).
+def fuse_row_epilogues(prog: Program) -> list:
+    """Moves the pointwise consumer of a row kernel's output into the kernel (Extern.epilogue):
+    the runtime then runs it on each finished block of rows while they are in cache, instead
+    of a second pass over the output. Row kernels are the Externs that declare ``rows``: GEMMs
+    (bias, activation, residual add, GELU backward after a product; vnc_gemm_fused), softmax,
+    log_softmax and their backward, layer norm's y and layer norm backward's dx (a residual
+    gradient add; vnc/nn_fused.h).
 
-    A fusion group qualifies when its rows are the product's rows: its last dim is the
-    product's columns, its other dims count the product's rows, and every read of the
-    product's buffer is the product itself, contiguous in the group's index order (so a tile
-    reads only finished rows). The group must follow the GEMM with only C steps between them,
-    none of which writes what the group reads or names what it writes (so it may run
-    earlier), store only into fresh buffers, and have no integer division (whose zero check
-    needs the loop's fault path).
+    A fusion group qualifies when its rows are the kernel's output rows: its last dim is the
+    output's columns, its other dims count the output's rows, and every read of the output's
+    buffer is the output itself, contiguous in the group's index order (so a block reads only
+    finished rows); it reads none of the kernel's other outputs (layer norm's statistics;
+    layer norm backward's dweight and dbias, whole only at the end). The group must follow the
+    kernel with only C steps between them, none of which writes what the group reads or names
+    what it writes (so it may run earlier), store only into fresh buffers, and have no integer
+    division (whose zero check needs the loop's fault path).
     Values are unchanged: the same body computes each element. When nothing else reads the
-    product, the GEMM writes it straight into a group output of the same layout, which the
-    group then overwrites in place (_product_in_place). Returns the number fused."""
-    from .pointwise import INT_FAULT_ROWS
-
-    steps = prog.steps
+    output, the kernel writes it straight into a group output of the same layout, which the
+    group then overwrites in place (_product_in_place). Returns the names of the Externs
+    that took an epilogue, in program order."""
     keep = {x.buf.id for x in tree_leaves(prog.outputs) if isinstance(x, TRef)}
-    fused, i = 0, 0
+    return _fuse_row_hooks(prog, "epilogue", _epilogue_fits, lambda g, lp: _product_in_place(prog.steps, g, lp, keep))
+
+
+def fuse_row_prologues(prog: Program) -> list:
+    """Moves the pointwise producer of a row kernel's input into the kernel (Extern.prologue):
+    the runtime computes each block of the input's rows just before the kernel reads them
+    (vnc/nn_fused.h), so the kernel reads them from cache instead of memory — the residual or
+    bias add before a layer norm, the scale and mask before a softmax, the gradient before
+    layer norm backward. The group still stores its values (later steps may read them).
+
+    A fusion group qualifies for kernel `g` (softmax, layer norm and their backward: the
+    Externs with ``rows`` and ``row_reads``) when its rows are the kernel's rows (last dim the
+    columns, other dims counting the rows) and every value it stores is dense in that order
+    in a fresh buffer, which `g` reads only as one of its row inputs (same layout), and `g`'s
+    epilogue reads only row by row; `g` reads at least one. Only C steps lie between the
+    group and `g`, none of which names what the group stores or writes what it reads (so it
+    may run later); the group reads nothing `g` writes, and has no integer division (whose
+    zero check needs the loop's fault path). Values are unchanged: the same body computes
+    each element and the kernel reads what it stored. Returns the names of the Externs that
+    took a prologue, in program order."""
+    return _fuse_row_hooks(prog, "prologue", _prologue_fits)
+
+
+def _fuse_row_hooks(prog: Program, hook: str, fits, placed=None) -> list:
+    """The walk of fuse_row_epilogues (`hook` "epilogue": the C steps after each row kernel,
+    nearest first) and fuse_row_prologues ("prologue": the C steps before it): the first
+    fusion group for which ``fits(group, kernel, written, named)`` holds, given the buffers
+    the steps between write and name at all, becomes the kernel's `hook` and leaves the step
+    list; then ``placed(kernel, group)``. Returns the names of the kernels that took one."""
+    steps = prog.steps
+    after = hook == "epilogue"
+    fused, i = [], 0
     while i < len(steps):
         g = steps[i]
         i += 1
-        if not isinstance(g, Extern) or g.rows is None or g.epilogue is not None:
+        if not isinstance(g, Extern) or g.rows is None or getattr(g, hook) is not None:
             continue
-        out, (nrows, ncols) = g.writes[0], g.rows
-        written, touched = set(), set()  # buffers the steps between write / name at all
-        for j in range(i, len(steps)):
+        written, named = set(), set()
+        for j in range(i, len(steps)) if after else range(i - 2, -1, -1):
             lp = steps[j]
             if not isinstance(lp, C_STEPS):
                 break
-            if isinstance(lp, Loop) and _epilogue_fits(lp, out, nrows, ncols, written, touched, INT_FAULT_ROWS):
-                g.epilogue = lp
+            if isinstance(lp, Loop) and fits(lp, g, written, named):
+                setattr(g, hook, lp)
                 del steps[j]
-                _product_in_place(steps, g, lp, keep)
-                fused += 1
+                i -= 0 if after else 1  # the kernel moved up one place
+                if placed is not None:
+                    placed(g, lp)
+                fused.append(g.name)
                 break
             written.update(id(r.buf) for r in written_refs(lp))
-            touched.update(id(r.buf) for r in lp.refs())
+            named.update(id(r.buf) for r in lp.refs())
     return fused
 
 
+def _rows_of(shape, nrows: int, ncols: int) -> bool:
+    """A loop of this shape walks the kernel's rows: last dim the columns, the rest the rows."""
+    return bool(shape) and shape[-1] == ncols and math.prod(shape[:-1]) == nrows and nrows * ncols != 0
+
+
+def _row_aligned(r: TRef, shape, base: TRef) -> bool:
+    """`r`, read over a loop of `shape`, is `base`'s memory row by row (same buffer, offset,
+    dense in the loop's order)."""
+    return r.buf is base.buf and r.offset == base.offset and \
+        broadcast_strides(r, shape) == _contiguous_strides(shape)
+
+
+def _prologue_fits(lp: Loop, g: Extern, written: set, named: set) -> bool:
+    if not g.row_reads:
+        return False
+    shape = tuple(lp.shape)
+    if not _rows_of(shape, *g.rows) or lp.write_backs or not lp.stores:
+        return False
+    stores = [r for _, r in lp.stores]
+    if any(r.buf.kind != "alloc" or r.offset != 0 or not _row_aligned(r, shape, r) or r.numel != r.buf.numel
+           or id(r.buf) in named for r in stores):
+        return False
+    mine = {id(r.buf): r for r in stores}
+    row_inputs = [r for r in g.row_reads if id(r.buf) in mine]
+    if not row_inputs or any(not r.is_contiguous() or r.numel != mine[id(r.buf)].numel or r.offset != 0
+                             or r.dtype != mine[id(r.buf)].dtype for r in row_inputs):
+        return False
+    if any(id(r.buf) in mine and not any(r is x for x in g.row_reads) for r in g.reads):
+        return False  # read another way too (a weight, statistics)
+    if g.epilogue is not None:
+        eshape = tuple(g.epilogue.shape)
+        for m in g.epilogue.members:
+            for x in m.inputs:
+                if isinstance(x, Load) and id(x.ref.buf) in mine and \
+                        not any(_row_aligned(x.ref, eshape, r) for r in stores):
+                    return False
+    reads = [x.ref for m in lp.members for x in m.inputs if isinstance(x, Load)]
+    outs = {id(r.buf) for r in written_refs(g)}
+    if any(id(r.buf) in written or id(r.buf) in outs for r in reads):
+        return False
+    return not _faults(lp)
+
+
+def _faults(lp: Loop) -> bool:
+    """The group has an integer division, whose zero check needs a loop's own fault path."""
+    from .pointwise import INT_FAULT_ROWS
+
+    return any(m.op in INT_FAULT_ROWS and not m.compute.is_floating_point for m in lp.members)
+
+
 def _product_in_place(steps, g: Extern, lp: Loop, keep: set) -> None:
-    """Places the product of `g` in the memory of an output of its epilogue `lp` when no other
-    step and no graph output reads the product and that output is float like it, dense, in
-    the product's order: one buffer fewer (the epilogue reads each element, then overwrites
-    it; codegen gives the load and the store one pointer)."""
+    """Places the output of `g` (writes[0]: a product, a softmax, ...) in the memory of an
+    output of its epilogue `lp` when no other step and no graph output reads it and that
+    output has its dtype, is dense and in its order: one buffer fewer (the epilogue reads each
+    element, then overwrites it; codegen gives the load and the store one pointer)."""
     out = g.writes[0]
     x = out.buf
     if x.kind != "alloc" or x.id in keep or any(s is not g and any(r.buf is x for r in s.refs()) for s in steps):
@@ -619,26 +709,27 @@ def _product_in_place(steps, g: Extern, lp: Loop, keep: set) -> None:
             return
 
 
-def _epilogue_fits(lp: Loop, out: TRef, nrows: int, ncols: int, written: set, touched: set, fault_rows) -> bool:
-    shape = tuple(lp.shape)
-    if not shape or shape[-1] != ncols or math.prod(shape[:-1]) != nrows or nrows * ncols == 0:
+def _epilogue_fits(lp: Loop, g: Extern, written: set, touched: set) -> bool:
+    out, shape = g.writes[0], tuple(lp.shape)
+    if not _rows_of(shape, *g.rows):
         return False
     reads = [x.ref for m in lp.members for x in m.inputs if isinstance(x, Load)]
     mine = [r for r in reads if r.buf is out.buf]
-    if not mine or any(r.offset != out.offset or broadcast_strides(r, shape) != _contiguous_strides(shape)
-                       for r in mine):
+    if not mine or not all(_row_aligned(r, shape, out) for r in mine):
         return False
-    if any(id(r.buf) in written for r in reads):
+    if any(id(r.buf) in written or any(r.buf is w.buf for w in g.writes[1:]) for r in reads):
         return False
     if any(r.buf.kind != "alloc" or r.buf is out.buf or id(r.buf) in touched for _, r in lp.stores) or lp.write_backs:
         return False
-    return not any(m.op in fault_rows and not m.compute.is_floating_point for m in lp.members)
+    return not _faults(lp)
 
 
 def lower(gm: torch.fx.GraphModule, donated=()) -> Program:
     """Lowers `gm`; `donated`: input positions AOTAutograd donates (saved activations of a
-    backward graph that nothing else holds). GEMM epilogues are fused afterwards."""
+    backward graph that nothing else holds). Row epilogues, then row prologues, are fused
+    afterwards."""
     prog = Lowerer(gm).run()
     prog.donated = set(donated or ())
-    prog.gemm_epilogues = fuse_gemm_epilogues(prog)
+    prog.row_epilogues = fuse_row_epilogues(prog)
+    prog.row_prologues = fuse_row_prologues(prog)
     return prog

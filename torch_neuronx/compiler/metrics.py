@@ -18,8 +18,12 @@ class GraphRecord:
     graph_id: process-wide counter. graph_name: ``{model}_{aot_id}_{graph_type}_{nth}``.
     graph_type: ``forward``, ``backward`` or ``inference``. graph_node_count: FX nodes.
     has_collectives: the graph calls c10d functional collectives. fused_kernel_count: fusion
-    groups generated as C loops, gemm_epilogue_count those of them run on a GEMM's finished
-    tiles (a bias, activation or residual add after a product). c_step_count: C steps (loops, reductions, runtime kernel
+    groups generated as C loops; row_epilogue_count those of them run inside a row kernel on
+    its finished rows, and row_epilogue_ops the kernels that run them, in program order
+    (``aten::addmm``, ``aten::native_layer_norm_backward``, ...); gemm_epilogue_count those
+    run on a GEMM's finished tiles (a bias, activation or residual add after a product).
+    row_prologue_count / row_prologue_ops: likewise the groups computing a softmax's or layer
+    norm's input rows inside the kernel. c_step_count: C steps (loops, reductions, runtime kernel
     calls). eager_op_count / eager_ops: neuron ops run through their eager kernels between C
     segments; host_ops: ops on CPU tensors in the graph (run by PyTorch's CPU kernels);
     collective_ops: the c10d functional collectives and waits the graph calls, in order. segment_count: tasks per run. aot_us: AOTAutograd tracing and partitioning
@@ -37,6 +41,10 @@ class GraphRecord:
     timestamp: float
     fused_kernel_count: int = 0
     gemm_epilogue_count: int = 0
+    row_epilogue_count: int = 0
+    row_epilogue_ops: list = field(default_factory=list)
+    row_prologue_count: int = 0
+    row_prologue_ops: list = field(default_factory=list)
     c_step_count: int = 0
     eager_op_count: int = 0
     eager_ops: list = field(default_factory=list)

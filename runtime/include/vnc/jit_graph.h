@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include "vnc.h"
 #include "jit.h"
+#include "nn_fused.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,12 +28,13 @@ extern "C" {
   X(set_error) X(tensor_contiguous) X(parallel_for) X(iter_init) X(iter_for_each) X(elementwise) X(reduce) X(copy) \
   X(reduce_fused) \
   X(fill) X(gemm) X(gemm_fused) X(softmax) X(softmax_backward) X(layer_norm) X(layer_norm_backward)         \
+  X(softmax_fused) X(softmax_backward_fused) X(layer_norm_fused) X(layer_norm_backward_fused)            \
   X(nll_loss) X(nll_loss_backward) X(index_select) X(index_add_rows) X(arange) X(tri)         \
   X(attention_forward) X(attention_backward) X(conv2d_forward) X(conv2d_backward)             \
   X(batch_norm) X(batch_norm_backward) X(max_pool2d) X(max_pool2d_backward)                   \
   X(adaptive_avg_pool2d) X(adaptive_avg_pool2d_backward) X(index)
 
-#define VNC_JIT_API_VERSION 3
+#define VNC_JIT_API_VERSION 4
 
 typedef struct vnc_jit_api {
   uint32_t version; /* VNC_JIT_API_VERSION */

@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "tier.h"
 #include "vnc/nn.h"
+#include "vnc/nn_fused.h"
 #include "vnc/threadpool.h"
 
 #define STACK_ROW 4096
@@ -26,11 +27,48 @@ static void store_row(const vnc_rows *r, int64_t o, int64_t i, const float *buf)
 static float *row_buffer(float *stack, int64_t n) { return n <= STACK_ROW ? stack : malloc(sizeof(float) * (size_t)n); }
 static void free_row(float *stack, float *b) { if (b != stack) free(b); }
 
+/* A row prologue and epilogue (vnc/nn_fused.h) as a row loop over [r0, end) drives them, in
+ * blocks of about HOOK_FLOATS row elements, small enough to be in cache still when the kernel
+ * (after a prologue) or the epilogue reads them. */
+#define HOOK_FLOATS 16384
+
+typedef struct row_hooks {
+  vnc_range_fn prologue, epilogue; /* NULL: none (the plain kernels) */
+  void *ctx;
+} row_hooks;
+
+typedef struct hook_state {
+  row_hooks h;
+  int64_t ready, from, block, end; /* rows before `ready` computed, from `from` not handed over */
+} hook_state;
+
+static hook_state hooks_from(const row_hooks *h, int64_t r0, int64_t end, int64_t n) {
+  hook_state e = {*h, r0, r0, n >= HOOK_FLOATS ? 1 : HOOK_FLOATS / (n > 0 ? n : 1), end};
+  return e;
+}
+
+/* Row r is about to be read: the prologue computes the next block of rows first. */
+static inline void row_next(hook_state *e, int64_t r) {
+  if (e->h.prologue && r == e->ready) {
+    e->ready = r + e->block < e->end ? r + e->block : e->end;
+    e->h.prologue(e->h.ctx, r, e->ready);
+  }
+}
+
+/* Rows before r are final: the epilogue gets them once a block is full or r is the end. */
+static inline void row_done(hook_state *e, int64_t r) {
+  if (e->h.epilogue && (r - e->from >= e->block || r == e->end)) {
+    e->h.epilogue(e->h.ctx, e->from, r);
+    e->from = r;
+  }
+}
+
 /* ---------------------------------------------------------------- softmax */
 
 typedef struct softmax_task {
   int log, backward;
   vnc_rows a, b, out; /* forward: a = x; backward: a = grad, b = y */
+  row_hooks hooks;
 } softmax_task;
 
 /* A float32 row with unit stride is read (and written) in place; others go through buffers. */
@@ -44,7 +82,9 @@ static void softmax_rows(void *ctx, int64_t r0, int64_t r1) {
   float s1[STACK_ROW], s2[STACK_ROW], s3[STACK_ROW];
   float *xb = da ? NULL : row_buffer(s1, n), *yb = dout && (db || !t->backward) ? NULL : row_buffer(s2, n);
   float *tmp = row_buffer(s3, n);
+  hook_state e = hooks_from(&t->hooks, r0, r1, n);
   for (int64_t r = r0; r < r1; r++) {
+    row_next(&e, r);
     int64_t o = r / t->out.inner, i = r % t->out.inner;
     const float *x = da ? (const float *)row_ptr(&t->a, o, 0, i) : xb;
     float *y = yb ? yb : (float *)row_ptr(&t->out, o, 0, i);
@@ -56,6 +96,7 @@ static void softmax_rows(void *ctx, int64_t r0, int64_t r1) {
     }
     tier->softmax_row(y, x, yo, n, t->log, t->backward, tmp);
     if (yb) store_row(&t->out, o, i, y);
+    row_done(&e, r + 1);
   }
   if (xb) free_row(s1, xb);
   if (yb) free_row(s2, yb);
@@ -71,15 +112,26 @@ static vnc_status softmax_run(void *p) {
 }
 
 vnc_status vnc_softmax(vnc_stream *s, const char *op, int log, const vnc_rows *x, const vnc_rows *out) {
+  return vnc_softmax_fused(s, op, log, x, out, NULL, NULL, NULL);
+}
+
+vnc_status vnc_softmax_fused(vnc_stream *s, const char *op, int log, const vnc_rows *x, const vnc_rows *out,
+                             vnc_range_fn prologue, vnc_range_fn epilogue, void *ctx) {
   if (x->outer * x->n * x->inner == 0) return VNC_OK;
-  softmax_task t = {log, 0, *x, *x, *out};
+  softmax_task t = {log, 0, *x, *x, *out, {prologue, epilogue, ctx}};
   return vnc_launch(s, op, softmax_run, &t, sizeof t, NULL);
 }
 
 vnc_status vnc_softmax_backward(vnc_stream *s, const char *op, int log, const vnc_rows *grad, const vnc_rows *y,
                                 const vnc_rows *grad_in) {
+  return vnc_softmax_backward_fused(s, op, log, grad, y, grad_in, NULL, NULL, NULL);
+}
+
+vnc_status vnc_softmax_backward_fused(vnc_stream *s, const char *op, int log, const vnc_rows *grad, const vnc_rows *y,
+                                      const vnc_rows *grad_in, vnc_range_fn prologue, vnc_range_fn epilogue,
+                                      void *ctx) {
   if (grad->outer * grad->n * grad->inner == 0) return VNC_OK;
-  softmax_task t = {log, 1, *grad, *y, *grad_in};
+  softmax_task t = {log, 1, *grad, *y, *grad_in, {prologue, epilogue, ctx}};
   return vnc_launch(s, op, softmax_run, &t, sizeof t, NULL);
 }
 
@@ -93,6 +145,7 @@ typedef struct ln_task {
   double eps;
   int64_t rb, nblk; /* backward: rows per block, blocks */
   float *part;      /* backward: per block, partial dweight then dbias [N] each */
+  row_hooks hooks; /* rows of x (forward), of dy and x (backward); of y (forward), dx (backward) */
 } ln_task;
 
 static vnc_rows row_of(const void *base, int32_t dtype, int64_t M, int64_t N) {
@@ -121,7 +174,9 @@ static void ln_fwd_rows(void *ctx, int64_t r0, int64_t r1) {
   }
   vnc_rows X = row_of(t->x, t->dtype, t->M, N), Y = row_of(t->y, t->dtype, t->M, N);
   const vnc_tier_ops *tier = vnc_tier();
+  hook_state e = hooks_from(&t->hooks, r0, r1, N);
   for (int64_t r = r0; r < r1; r++) {
+    row_next(&e, r);
     const float *xr = f32 ? (const float *)row_ptr(&X, r, 0, 0) : x;
     float *yr = f32 ? (float *)row_ptr(&Y, r, 0, 0) : x;
     if (!f32) load_row(&X, r, 0, x);
@@ -132,6 +187,7 @@ static void ln_fwd_rows(void *ctx, int64_t r0, int64_t r1) {
     if (!f32) store_row(&Y, r, 0, x);
     vnc_store_f64[t->stat_dtype]((char *)t->out_mean + r * (int64_t)vnc_dtype_size(t->stat_dtype), mean);
     vnc_store_f64[t->stat_dtype]((char *)t->out_rstd + r * (int64_t)vnc_dtype_size(t->stat_dtype), rstd);
+    row_done(&e, r + 1);
   }
   if (!f32) {
     free_row(s1, x);
@@ -149,10 +205,16 @@ static vnc_status ln_fwd_run(void *p) {
 vnc_status vnc_layer_norm(vnc_stream *s, const char *op, int64_t M, int64_t N, int32_t dtype, const void *x,
                           const void *weight, const void *bias, double eps, void *y, void *mean, void *rstd,
                           int32_t stat_dtype) {
+  return vnc_layer_norm_fused(s, op, M, N, dtype, x, weight, bias, eps, y, mean, rstd, stat_dtype, NULL, NULL, NULL);
+}
+
+vnc_status vnc_layer_norm_fused(vnc_stream *s, const char *op, int64_t M, int64_t N, int32_t dtype, const void *x,
+                                const void *weight, const void *bias, double eps, void *y, void *mean, void *rstd,
+                                int32_t stat_dtype, vnc_range_fn prologue, vnc_range_fn epilogue, void *ctx) {
   if (M == 0) return VNC_OK;
   if (N == 0) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: normalized shape has no elements", op);
   ln_task t = {.M = M, .N = N, .dtype = dtype, .stat_dtype = stat_dtype, .x = x, .w = weight, .b = bias,
-               .y = y, .out_mean = mean, .out_rstd = rstd, .eps = eps};
+               .y = y, .out_mean = mean, .out_rstd = rstd, .eps = eps, .hooks = {prologue, epilogue, ctx}};
   return vnc_launch(s, op, ln_fwd_run, &t, sizeof t, NULL);
 }
 
@@ -182,7 +244,9 @@ static void ln_bwd_blocks(void *ctx, int64_t b0, int64_t b1) {
     float *aw = t->part ? t->part + blk * 2 * N : NULL, *ab = aw ? aw + N : NULL;
     if (aw) memset(aw, 0, sizeof(float) * (size_t)(2 * N));
     const int64_t r1 = (blk + 1) * t->rb < t->M ? (blk + 1) * t->rb : t->M;
+    hook_state e = hooks_from(&t->hooks, blk * t->rb, r1, N);
     for (int64_t r = blk * t->rb; r < r1; r++) {
+      row_next(&e, r);
       const float *xr = x, *gr = dy;
       float *d = t->dx && f32 ? (float *)row_ptr(&D, r, 0, 0) : t->dx ? x : NULL; /* x's buffer is free after */
       if (f32) {
@@ -195,6 +259,7 @@ static void ln_bwd_blocks(void *ctx, int64_t b0, int64_t b1) {
       tier->ln_bwd_row(d, xr, gr, w, N, stat_at(t->mean, t->stat_dtype, r), stat_at(t->rstd, t->stat_dtype, r), aw, ab,
                        xh, g);
       if (d && !f32) store_row(&D, r, 0, d);
+      row_done(&e, r + 1);
     }
   }
   free_row(s1, xh);
@@ -239,9 +304,20 @@ static vnc_status ln_bwd_run(void *p) {
 vnc_status vnc_layer_norm_backward(vnc_stream *s, const char *op, int64_t M, int64_t N, int32_t dtype, const void *dy,
                                    const void *x, const void *mean, const void *rstd, int32_t stat_dtype,
                                    const void *weight, void *dx, void *dweight, void *dbias) {
+  return vnc_layer_norm_backward_fused(s, op, M, N, dtype, dy, x, mean, rstd, stat_dtype, weight, dx, dweight, dbias,
+                                       NULL, NULL, NULL);
+}
+
+vnc_status vnc_layer_norm_backward_fused(vnc_stream *s, const char *op, int64_t M, int64_t N, int32_t dtype,
+                                         const void *dy, const void *x, const void *mean, const void *rstd,
+                                         int32_t stat_dtype, const void *weight, void *dx, void *dweight, void *dbias,
+                                         vnc_range_fn prologue, vnc_range_fn epilogue, void *ctx) {
   if (N == 0) return VNC_OK;
+  if (epilogue && !dx)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: a row epilogue needs dx (its rows are what it reads)", op);
   ln_task t = {.M = M, .N = N, .dtype = dtype, .stat_dtype = stat_dtype, .x = x, .w = weight, .dy = dy,
-               .mean = mean, .rstd = rstd, .dx = M ? dx : NULL, .dw = dweight, .db = dbias};
+               .mean = mean, .rstd = rstd, .dx = M ? dx : NULL, .dw = dweight, .db = dbias,
+               .hooks = {prologue, epilogue, ctx}};
   return vnc_launch(s, op, ln_bwd_run, &t, sizeof t, NULL);
 }
 
