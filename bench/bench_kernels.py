@@ -2,7 +2,7 @@
 CPU PyTorch in the same run with the same thread count: sgemm 1024^3; the elementwise ops and
 activations (and backward ops) on 16M float32; softmax / log_softmax (+ backward) over rows of
 4096; layer norm (+ backward); sums; scaled dot-product attention forward + backward at the
-main job's shapes; exp, sigmoid, tanh and add also with out= (a preallocated output on both
+main job's shapes; exp, log, sigmoid, tanh, gelu and add also with out= (a preallocated output on both
 sides, so the caching allocator's share of the fresh-output figures is reported apart from the
 kernel's); the main job's GPT training step, alone and beside a busy-looping process
 pinned to one CPU (contention); the per-op overhead of `add` on 1-element tensors.
@@ -90,8 +90,10 @@ def elementwise() -> list[Result]:
     # memory and CPU's allocator may not; these rows compare the kernels alone.
     def with_out(make):
         return lambda d: (*make(d), torch.empty(N16, device=d))
-    out_rows = [("exp", one, lambda x, o: torch.exp(x, out=o)), ("sigmoid", one, lambda x, o: torch.sigmoid(x, out=o)),
-                ("tanh", one, lambda x, o: torch.tanh(x, out=o)), ("add", two, lambda a, b, o: torch.add(a, b, out=o))]
+    out_rows = [("exp", one, lambda x, o: torch.exp(x, out=o)), ("log", pos, lambda x, o: torch.log(x, out=o)),
+                ("sigmoid", one, lambda x, o: torch.sigmoid(x, out=o)), ("tanh", one, lambda x, o: torch.tanh(x, out=o)),
+                ("gelu (erf)", one, lambda x, o: torch.ops.aten.gelu.out(x, out=o)),
+                ("add", two, lambda a, b, o: torch.add(a, b, out=o))]
     res += [throughput(f"{n} out=, 16M float32", with_out(m), f, gb2 if n == "add" else gb1, "GB/s", t)
             for n, m, f in out_rows]
     return res

@@ -94,7 +94,8 @@ def header() -> str:
             f"PyTorch CPU {aten} (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '')!r})\n"
             f"threads: PyTorch CPU {torch.get_num_threads()}, neuron runtime {torch_neuronx.get_num_threads()}; "
             f"neuron GEMM: {torch_neuronx.get_gemm_provider()} (MKL_ENABLE_INSTRUCTIONS="
-            f"{os.environ.get('MKL_ENABLE_INSTRUCTIONS', '')!r}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')!r})")
+            f"{os.environ.get('MKL_ENABLE_INSTRUCTIONS', '')!r}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')!r}, "
+            f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '')!r})")
 
 
 def print_results(title: str, results: list[Result], as_json: bool = False) -> None:

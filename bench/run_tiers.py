@@ -1,8 +1,10 @@
 """Runs the kernel benchmarks once per CPU tier this host supports (issue: kernel speed on every
 x86-64 tier), each in a fresh process with both sides capped alike: TORCH_NEURONX_ISA for the
 neuron runtime and ATEN_CPU_CAPABILITY for PyTorch's CPU kernels (avx512 -> avx512, avx2 ->
-avx2, baseline -> default), and the BLAS libraries both sides share capped to the same
-instruction set (MKL_ENABLE_INSTRUCTIONS, OPENBLAS_CORETYPE).
+avx2, baseline -> default), and the libraries both sides call capped to the same instruction
+set: BLAS (MKL_ENABLE_INSTRUCTIONS, OPENBLAS_CORETYPE; PyTorch's exp, log and tanh also run
+Intel MKL's vector math, capped by the same variable) and oneDNN (ONEDNN_MAX_CPU_ISA: PyTorch's
+GELU runs oneDNN's JIT kernels).
 
 Run: `make bench` (or `python bench/run_tiers.py [--tiers avx2,avx512] [bench_kernels args]`)."""
 import argparse
@@ -13,6 +15,7 @@ import sys
 ATEN = {"avx512": "avx512", "avx2": "avx2", "baseline": "default"}
 MKL = {"avx512": "AVX512", "avx2": "AVX2", "baseline": "SSE4_2"}
 OPENBLAS = {"avx512": "SkylakeX", "avx2": "Haswell", "baseline": "Prescott"}
+ONEDNN = {"avx512": "AVX512_CORE", "avx2": "AVX2", "baseline": "SSE41"}
 
 
 def supported() -> list[str]:
@@ -34,7 +37,7 @@ def main() -> int:
             print(f"tier {tier}: not supported by this CPU (supported: {', '.join(have)})")
             continue
         env = dict(os.environ, TORCH_NEURONX_ISA=tier, ATEN_CPU_CAPABILITY=ATEN[tier], MKL_ENABLE_INSTRUCTIONS=MKL[tier],
-                   OPENBLAS_CORETYPE=OPENBLAS[tier])
+                   OPENBLAS_CORETYPE=OPENBLAS[tier], ONEDNN_MAX_CPU_ISA=ONEDNN[tier])
         print(f"\n=== tier {tier} ===", flush=True)
         here = os.path.dirname(os.path.abspath(__file__))
         status |= subprocess.call([sys.executable, os.path.join(here, "bench_kernels.py"), *rest], env=env)

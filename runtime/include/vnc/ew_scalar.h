@@ -93,16 +93,34 @@ static inline float vnc_ldexp2f(float y, int32_t ni) {
   return (y * vnc_bits_f((h + 127) << 23)) * vnc_bits_f((ni - h + 127) << 23);
 }
 
-/* exp(x): the reduction above, scaled by 2^n. The clamp to |x| <= 104.5 (one select: GCC
- * vectorises two clamps of one value into a chain of compares) makes results round to 0
- * below and overflow to inf above on their own (exp(-104.5) is under half the smallest
- * subnormal; 2^75 * 2^76 overflows), so only NaN needs a select. About 1 ulp. */
+/* exp(x): the reduction above, scaled by 2^n. Above, x is clamped to 104.5, where the result
+ * overflows to inf on its own (2^75 * 2^76). Below -104 the result is 0 (exp(-104) is under
+ * half the smallest subnormal): it is selected rather than computed, since a product that
+ * underflows costs a microcode assist on x86 (masked scores at -inf in softmax and attention
+ * would pay one each); such x are computed at -87 instead. NaN is selected too (no NaN to
+ * int). About 1 ulp. */
 static inline float vnc_expf(float x) {
-  const float xc = fabsf(x) < 104.5f ? x : copysignf(104.5f, x); /* NaN -> +-104.5: no NaN to int */
+  const float xa = fabsf(x) < 104.5f ? x : copysignf(104.5f, x); /* NaN -> +-104.5: no NaN to int */
+  const int32_t keep = -(int32_t)(xa > -104.0f);                 /* all ones, or 0 below -104 */
+  const float xc = xa > -104.0f ? xa : -87.0f;
   float n;
   const float e = vnc_exp_reduce(xc, &n) + 1.0f;
-  const float y = vnc_ldexp2f(e, (int32_t)n);
+  const float y = vnc_bits_f(vnc_f_bits(vnc_ldexp2f(e, (int32_t)n)) & keep);
   return x != x ? x : y;
+}
+
+/* exp(x) for |x| <= 87 or NaN only (callers bound the argument): there 2^n is a normal
+ * float, so one scale factor gives vnc_expf's bits (the product's one rounding, to a
+ * subnormal near x = -87, is the same), without its clamp, NaN select and two-factor
+ * scaling: half the operations. n comes from the bits of the rounding trick's sum (the
+ * integer sits in the low mantissa bits of 1.5 * 2^23 + n), so no float-to-int conversion
+ * sees a NaN. */
+static inline float vnc_expf_bounded(float x) {
+  const float nb = vnc_fmaf(x, 1.44269504088896341f, 12582912.0f);
+  float n;
+  const float e = vnc_exp_reduce(x, &n) + 1.0f;
+  const uint32_t sc = ((uint32_t)vnc_f_bits(nb) - 0x4B400000u + 127u) << 23;
+  return e * vnc_bits_f((int32_t)sc);
 }
 
 /* expm1(x) = 2^n expm1(r) + (2^n - 1) (both terms exact or nearly so for n <= 24, so small
@@ -124,13 +142,11 @@ static inline float vnc_expm1f(float x) {
 
 /* log(x): Cephes' logf (S. L. Moshier): x = 2^e m with m in [sqrt(1/2), sqrt(2)),
  * log(m) = f - f^2/2 + f^3 P(f) with f = m - 1, plus e ln2 in two parts. Subnormals are
- * scaled by 2^23 first. About 1 ulp; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf. */
-static inline float vnc_logf(float x) {
-  const int sub = x < 1.17549435e-38f;
-  const float xs = sub ? x * 8388608.0f : x;
+ * scaled by 2^23 first. About 1 ulp; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf.
+ * vnc_log_core is the formula for xs = x * 2^-esub normal, positive and finite. */
+static inline float vnc_log_core(float xs, int32_t esub) {
   const int32_t ix = vnc_f_bits(xs);
-  int32_t e = ((ix >> 23) & 0xff) - 126;
-  e = sub ? e - 23 : e;
+  const int32_t e = ((ix >> 23) & 0xff) - 126 - esub;
   const float m = vnc_bits_f((ix & 0x007fffff) | 0x3f000000); /* [0.5, 1) */
   const int lt = m < 0.70710678118654752440f;
   const float ef = (float)(lt ? e - 1 : e);
@@ -148,8 +164,17 @@ static inline float vnc_logf(float x) {
   float y = (p * f) * z;
   y = vnc_fmaf(ef, -2.12194440e-4f, y);
   y = vnc_fmaf(-0.5f, z, y);
-  float r = f + y;
-  r = vnc_fmaf(ef, 0.693359375f, r);
+  const float r = f + y;
+  return vnc_fmaf(ef, 0.693359375f, r);
+}
+
+/* log(x) for x normal, positive and finite only (callers check): vnc_logf's bits there
+ * without its subnormal scaling and special-value selects. */
+static inline float vnc_logf_normal(float x) { return vnc_log_core(x, 0); }
+
+static inline float vnc_logf(float x) {
+  const int sub = x < 1.17549435e-38f;
+  float r = vnc_log_core(sub ? x * 8388608.0f : x, sub ? 23 : 0);
   r = x == INFINITY ? x : r;
   r = x < 0.0f ? NAN : r;
   r = x == 0.0f ? -INFINITY : r;
@@ -169,16 +194,18 @@ static inline float vnc_log1pf(float x) {
 }
 
 /* tanh(x): Cephes' tanhf (S. L. Moshier): below |x| = 0.625 the odd polynomial
- * x + x^3 P(x^2), above 1 - 2 / (exp(2|x|) + 1) with the sign of x. About 2 ulp. */
+ * x + x^3 P(x^2), above 1 - 2 / (exp(2|x|) + 1) with the sign of x. About 2 ulp. From
+ * |x| = 10 on, 2 / (exp(2|x|) + 1) < 4.2e-9 is under half an ulp below 1, so the result is
+ * +-1 exactly: exp's argument is clamped there (NaN passes), within vnc_expf_bounded's range. */
 static inline float vnc_tanhf(float x) {
-  const float ax = fabsf(x), z = x * x;
+  const float ax = fabsf(x), z = x * x, ac = ax > 10.0f ? 10.0f : ax;
   float p = -5.70498872745e-3f;
   p = vnc_fmaf(p, z, 2.06390887954e-2f);
   p = vnc_fmaf(p, z, -5.37397155531e-2f);
   p = vnc_fmaf(p, z, 1.33314422036e-1f);
   p = vnc_fmaf(p, z, -3.33332819422e-1f);
   const float small = vnc_fmaf(p * z, x, x);
-  const float big = copysignf(1.0f - 2.0f / (vnc_expf(ax + ax) + 1.0f), x);
+  const float big = copysignf(1.0f - 2.0f / (vnc_expf_bounded(ac + ac) + 1.0f), x);
   const float r = ax < 0.625f ? small : big;
   return x == 0.0f ? x : r;
 }
@@ -212,7 +239,7 @@ static inline float vnc_erff_e(float x, float e) {
  * which cost a microcode assist per vector on x86. NaN passes through. */
 static inline float vnc_erff(float x) {
   const float xc = fabsf(x) > 4.0f ? 4.0f : x;
-  return vnc_erff_e(x, vnc_expf(-xc * xc));
+  return vnc_erff_e(x, vnc_expf_bounded(-xc * xc));
 }
 
 /* x ** y with ATen's special exponents (pow_tensor_scalar_optimized_kernel): 2, 3, 0.5, -0.5,
@@ -229,9 +256,11 @@ static inline float vnc_f_pow(float a, float b) {
 }
 
 /* ---- helpers (float) ---- */
-static inline float vnc_f_sigmoid(float a) { return 1.0f / (1.0f + vnc_expf(-a)); }
-/* silu as ATen's CPU kernel: x / (1 + exp(-x)) */
-static inline float vnc_f_silu(float a) { return a / (1.0f + vnc_expf(-a)); }
+/* sigmoid and silu given e = exp(-a) (the tier kernels pass vnc_expf_bounded's where it applies) */
+static inline float vnc_sigmoid_e(float e) { return 1.0f / (1.0f + e); }
+static inline float vnc_silu_e(float a, float e) { return a / (1.0f + e); } /* ATen's CPU kernel: x / (1 + exp(-x)) */
+static inline float vnc_f_sigmoid(float a) { return vnc_sigmoid_e(vnc_expf(-a)); }
+static inline float vnc_f_silu(float a) { return vnc_silu_e(a, vnc_expf(-a)); }
 static inline float vnc_f_gelu(float a) { return 0.5f * a * (1.0f + vnc_erff(a * 0.70710678118654752440f)); }
 static inline float vnc_f_gelu_tanh(float a) {
   const float k = 0.79788456080286535588f; /* sqrt(2/pi) */
@@ -239,12 +268,17 @@ static inline float vnc_f_gelu_tanh(float a) {
 }
 /* cdf + a * pdf of the standard normal at a: with x = a / sqrt(2), pdf = exp(-x^2) / sqrt(2 pi),
  * the exp erf(x) takes too (one exp for both). */
-static inline float vnc_f_gelu_grad(float g, float a) {
-  const float x = a * 0.70710678118654752440f, e = vnc_expf(-x * x);
+static inline float vnc_gelu_grad_e(float g, float a, float e) { /* e = exp(-x^2), x = a / sqrt(2) */
+  const float x = a * 0.70710678118654752440f;
   const float cdf = 0.5f * (1.0f + vnc_erff_e(x, e));
   const float pdf = e * 0.39894228040143267794f; /* 1/sqrt(2 pi) */
   return g * vnc_fmaf(a, pdf, cdf);
 }
+static inline float vnc_gelu_exp_arg(float a) { /* -x^2, x = a / sqrt(2) */
+  const float x = a * 0.70710678118654752440f;
+  return -x * x;
+}
+static inline float vnc_f_gelu_grad(float g, float a) { return vnc_gelu_grad_e(g, a, vnc_expf(vnc_gelu_exp_arg(a))); }
 static inline float vnc_f_gelu_tanh_grad(float g, float a) {
   const float k = 0.79788456080286535588f, c = 0.044715f;
   const float inner = k * (a + c * a * a * a);
@@ -253,10 +287,11 @@ static inline float vnc_f_gelu_tanh_grad(float g, float a) {
   const float dinner = k * (1.0f + 3.0f * c * a * a);
   return g * (0.5f * right + left * (1.0f - t * t) * dinner);
 }
-static inline float vnc_f_silu_grad(float g, float a) {
-  const float s = vnc_f_sigmoid(a);
+static inline float vnc_silu_grad_e(float g, float a, float e) { /* e = exp(-a) */
+  const float s = vnc_sigmoid_e(e);
   return g * s * (1.0f + a * (1.0f - s));
 }
+static inline float vnc_f_silu_grad(float g, float a) { return vnc_silu_grad_e(g, a, vnc_expf(-a)); }
 /* Python-style remainder: the result takes the divisor's sign (ATen remainder). */
 static inline float vnc_f_remainder(float a, float b) {
   float m = fmodf(a, b);
