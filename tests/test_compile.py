@@ -143,6 +143,38 @@ def test_views_broadcast_and_strided_inputs(neuron):
     assert_compiled()
 
 
+def test_fast_forms(neuron, tmp_path, monkeypatch):
+    """Loops with a member of VNC_EW_FAST_TABLE (exp, sigmoid, SiLU, their backward ops,
+    GELU's backward, log) check each chunk's inputs and run the fast forms when all are in
+    their domain: bitwise equal to eager (the runtime's own fast kernels) and to CPU within
+    tolerance, on chunks that pass and chunks holding out-of-domain values (inf, NaN, far
+    tails), also when the check recomputes cheap members and when the loop is in place."""
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    g = torch.Generator().manual_seed(11)
+    inside, gy = torch.randn(20000, generator=g), torch.randn(20000, generator=g)
+    outside = inside * 4
+    outside[17000:17008] = torch.tensor([100.0, -100.0, float("inf"), -float("inf"), float("nan"), 20.0, -88.5, 1e-40])
+
+    def fns(gd):
+        return {"exp": torch.exp, "sigmoid": torch.sigmoid, "silu": F.silu, "log": lambda t: torch.log(t.abs()),
+                "gelu_backward": lambda t: torch.ops.aten.gelu_backward(gd, t),
+                "silu_backward": lambda t: torch.ops.aten.silu_backward(gd, t),
+                "exp of a scaled sum": lambda t: torch.exp(t * 0.5 + 1.0),
+                "in place": lambda t: t.clone().mul_(2).exp_()}
+
+    for x in (inside, outside):
+        for name, f in fns(gy.to(neuron)).items():
+            got, want = torch.compile(f, backend="neuron")(x.to(neuron)), f(x.to(neuron))
+            assert_bitwise_equal(got, want)
+            ref = fns(gy)[name](x)
+            torch.testing.assert_close(got.cpu(), ref, rtol=2e-5, atol=1e-6, equal_nan=True, msg=name)
+    sources = " ".join(p.read_text() for p in tmp_path.iterdir() if p.suffix == ".c")
+    for op in ("exp", "sigmoid", "silu", "log", "gelu_backward", "silu_backward"):
+        assert f"vnc_ew_{op}_F32_ok(" in sources and f"vnc_ew_{op}_F32_fast(" in sources, op
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def test_gemm_epilogues(neuron):
     """Pointwise consumers of a product run on its finished row tiles (vnc_gemm_fused): a
     bias + GELU, a residual add over a 3-D view, a batched product's scaling; products big

@@ -34,6 +34,29 @@ CHUNK = 16384  # inner-dim elements per unit
 
 
 SEGMENT_BUFFERS = 3  # fresh buffers a segment may write before the next one starts
+# pointwise ops a fast form's domain check may recompute (cheap next to the check's savings)
+CHECK_RECOMPUTES = frozenset({"add", "sub", "mul", "div", "neg", "abs", "cast", "fill"})
+
+
+def _fast_rows() -> frozenset:
+    """The ops of VNC_EW_FAST_TABLE (vnc/ew_scalar.h): float32 bodies with a cheaper form on a
+    domain, as vnc_ew_<op>_F32_ok / _fast (vnc/ew_inline.h). Read from the header, the one
+    place that lists them."""
+    from .jit import include_dirs
+
+    for d in include_dirs():
+        try:
+            with open(f"{d}/vnc/ew_scalar.h") as f:
+                text = f.read()
+        except OSError:
+            continue
+        table = text[text.index("#define VNC_EW_FAST_TABLE(X)"):]
+        table = table[:table.index("/* clang-format on */")]
+        return frozenset(re.findall(r"X\((\w+),", table))
+    return frozenset()
+
+
+FAST_ROWS = _fast_rows()
 
 
 def segments(steps, split: bool = False):
@@ -217,36 +240,70 @@ class Unit:
         for k, (r, _) in enumerate(operands):
             st = "VNC_STORAGE_" + dtype_name(r.dtype)
             lines.append(f"    {'' if k < nstore else 'const '}{st} *restrict s{k} = ({'' if k < nstore else 'const '}{st} *)q{k};")
-        lines.append("    for (int64_t i = i0; i < i1; i++) {")
-        body = ["      " + b for b in self._body(lp, loads, op_of, inner_st)]
+        plan = None if faulting else self._fast_plan(lp)
+        if plan is None:
+            lines.append("    for (int64_t i = i0; i < i1; i++) {")
+            lines += ["      " + b for b in self._body(lp, loads, op_of, inner_st)] + ["    }"]
+        else:
+            # members with a fast form (VNC_EW_FAST_TABLE): a first pass checks the chunk's
+            # inputs of those members (recomputing the cheap members they come from); the
+            # chunk then runs with the fast forms if all passed, else with the general ones
+            fast, before = plan
+            addr_of = lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]"  # noqa: E731
+            check, names = self._compute(before, loads, addr_of, readers=fast)
+            for t, m in enumerate(fast):
+                check.append(f"ok_ &= {self._expr(m, names, check, f'k{t}', variant='_ok')};")
+            lines += ["    int32_t ok_ = 1;", "    for (int64_t i = i0; i < i1; i++) {"]
+            lines += ["      " + b for b in check] + ["    }", "    if (ok_) {", "      for (int64_t i = i0; i < i1; i++) {"]
+            lines += ["        " + b for b in self._body(lp, loads, op_of, inner_st, {id(m) for m in fast})]
+            lines += ["      }", "    } else {", "      for (int64_t i = i0; i < i1; i++) {"]
+            lines += ["        " + b for b in self._body(lp, loads, op_of, inner_st)] + ["      }", "    }"]
         # bodies that may meet a zero divisor report it through a copy of their parameters
         lines[3:3] = [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
-        lines += body + ["    }", "  }", "}", ""]
+        lines += ["  }", "}", ""]
         self.top.append("\n".join(lines))
         return name, units, grain, faulting
 
-    def _body(self, lp: Loop, loads, op_of, inner_st) -> list:
-        out, names = self._compute(lp.members, loads, lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]")
+    def _fast_plan(self, lp: Loop):
+        """(members with a fast form, the members their inputs come from) when every one of
+        the latter is cheap to recompute in the domain check (CHECK_RECOMPUTES), else None."""
+        fast = [m for m in lp.members if m.op in FAST_ROWS and type_class(m.compute) == "F32"]
+        if not fast:
+            return None
+        mine = {id(m) for m in lp.members}
+        need, stack = set(), [x for m in fast for x in m.inputs]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, PW) and id(x) in mine and id(x) not in need:
+                if x.op not in CHECK_RECOMPUTES:
+                    return None
+                need.add(id(x))
+                stack.extend(x.inputs)
+        return fast, [m for m in lp.members if id(m) in need]
+
+    def _body(self, lp: Loop, loads, op_of, inner_st, fast=frozenset()) -> list:
+        out, names = self._compute(lp.members, loads, lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]", fast)
         for k, (m, r) in enumerate(lp.stores):
             out.append(f"s{k}[{_index(inner_st[k])}] = {names[('st', id(m))]};")
         return out
 
-    def _compute(self, members, loads, load_addr):
+    def _compute(self, members, loads, load_addr, fast=frozenset(), readers=()):
         """C statements computing `members` for element i: (lines, names), where
         names[id(pw)] = (expression of its value as stored, dtype), names[("st", id)] = its
-        storage variable. load_addr(j) is the address expression of loads[j]'s element."""
+        storage variable. load_addr(j) is the address expression of loads[j]'s element. Members
+        in `fast` call their fast form; `readers` are further members whose loads get names."""
         out, names = [], {}
         for j, x in enumerate(loads):
             d = dtype_name(x.ref.dtype)
             names[id(x)] = (f"l{j}", x.ref.dtype)
             out.append(f"VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}({load_addr(j)});")
-            for y in members:  # every Load of the same ref reads the same register
+            for y in (*members, *readers):  # every Load of the same ref reads the same register
                 for z in y.inputs:
                     if isinstance(z, Load) and z.ref is x.ref:
                         names[id(z)] = names[id(x)]
         for t, m in enumerate(members):
             d = dtype_name(m.dtype)
-            expr = self._expr(m, names, out, t)
+            expr = self._expr(m, names, out, t, "_fast" if id(m) in fast else "")
             out.append(f"VNC_STORAGE_{d} t{t}; VNC_STORE_{d}(&t{t}, {expr});")
             names[id(m)] = (f"VNC_LOAD_{d}(&t{t})", m.dtype)
             names[("st", id(m))] = f"t{t}"
@@ -284,7 +341,9 @@ class Unit:
                 f'{dtype_num(r.value.dtype)}, {name}, (void *)B));',
                 "}"]
 
-    def _expr(self, m: PW, names, out, t) -> str:
+    def _expr(self, m: PW, names, out, t, variant: str = "") -> str:
+        """The C expression of member m (variant "_ok" / "_fast": its fast form's domain check
+        or value, vnc/ew_inline.h)."""
         def raw(x, j):
             if isinstance(x, Const):
                 lit = c_literal(x.value, x.dtype)
@@ -311,7 +370,7 @@ class Unit:
                 self.fault_locals.append(name)
                 name += "_"
             p = "&" + name
-        return f"vnc_ew_{m.op}_{cls}({', '.join(args)}, {p})"
+        return f"vnc_ew_{m.op}_{cls}{variant}({', '.join(args)}, {p})"
 
 
 def _attrs(members) -> str:

@@ -43,6 +43,25 @@
 #define VNC_EWI_ROW(name, nin, res, F, I, B, C) VNC_EWI_CLASSES(VNC_EWI_DEF, name, nin, res, F, I, B, C)
 VNC_EW_TABLE(VNC_EWI_ROW)
 
+/* The rows of VNC_EW_FAST_TABLE (vnc/ew_scalar.h) also as
+ *
+ *     int   vnc_ew_<op>_F32_ok(float a, float b, float c, const vnc_ew_params *P)    inputs in the domain?
+ *     float vnc_ew_<op>_F32_fast(float a, float b, float c, const vnc_ew_params *P)  the fast form
+ *
+ * A generated loop tests its chunk with _ok and runs the _fast form on it when every element
+ * passed (the same bits as vnc_ew_<op>_F32). */
+#define VNC_EWI_FAST(name, nin, IN_DOMAIN, FAST)                                              \
+  static inline int vnc_ew_##name##_F32_ok(float a, float b, float c, const vnc_ew_params *P) { \
+    (void)a; (void)b; (void)c; (void)P;                                                      \
+    return IN_DOMAIN;                                                                        \
+  }                                                                                          \
+  static inline float vnc_ew_##name##_F32_fast(float a, float b, float c, const vnc_ew_params *P) { \
+    (void)a; (void)b; (void)c; (void)P;                                                      \
+    return FAST;                                                                             \
+  }
+VNC_EW_FAST_TABLE(VNC_EWI_FAST)
+
+#undef VNC_EWI_FAST
 #undef VNC_EWI_ROW
 #undef VNC_EWI_DEF
 #pragma GCC diagnostic pop

@@ -292,6 +292,26 @@ static inline float vnc_silu_grad_e(float g, float a, float e) { /* e = exp(-a) 
   return g * s * (1.0f + a * (1.0f - s));
 }
 static inline float vnc_f_silu_grad(float g, float a) { return vnc_silu_grad_e(g, a, vnc_expf(-a)); }
+
+/* ---- fast forms on a domain ----
+ * Rows of vnc/ew_table.h whose float32 body has a cheaper form on a domain covering almost
+ * every input: X(op, nin, IN_DOMAIN, FAST), expressions of the row's inputs a, b (float).
+ * FAST gives the body's bits wherever IN_DOMAIN holds (vnc_expf_bounded, vnc_logf_normal:
+ * runtime/tests/test_tiers.c checks them against the general forms). The tier kernels
+ * (tier_kernels.c) and generated loops (vnc/ew_inline.h's vnc_ew_<op>_F32_ok / _fast, used
+ * by torch_neuronx/compiler/codegen.py, which reads the op names from this table) test a
+ * block of inputs first and run FAST on it when all of them are in the domain. */
+static inline int vnc_expf_bounded_ok(float v) { return fabsf(v) <= 87.0f; }
+static inline int vnc_logf_normal_ok(float v) { return v >= 1.17549435e-38f && v <= 3.40282347e38f; }
+/* clang-format off */
+#define VNC_EW_FAST_TABLE(X) \
+  X(exp, 1, vnc_expf_bounded_ok(a), vnc_expf_bounded(a)) \
+  X(sigmoid, 1, vnc_expf_bounded_ok(-a), vnc_sigmoid_e(vnc_expf_bounded(-a))) \
+  X(silu, 1, vnc_expf_bounded_ok(-a), vnc_silu_e(a, vnc_expf_bounded(-a))) \
+  X(silu_backward, 2, vnc_expf_bounded_ok(-b), vnc_silu_grad_e(a, b, vnc_expf_bounded(-b))) \
+  X(gelu_backward, 2, vnc_expf_bounded_ok(vnc_gelu_exp_arg(b)), vnc_gelu_grad_e(a, b, vnc_expf_bounded(vnc_gelu_exp_arg(b)))) \
+  X(log, 1, vnc_logf_normal_ok(a), vnc_logf_normal(a))
+/* clang-format on */
 /* Python-style remainder: the result takes the divisor's sign (ATen remainder). */
 static inline float vnc_f_remainder(float a, float b) {
   float m = fmodf(a, b);

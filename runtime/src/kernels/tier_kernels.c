@@ -93,70 +93,59 @@ static inline mm_vec mm_max(mm_vec m, mm_vec v) {
 #define EW_DEF_OP(name, nin, res, F, I, B, C) EW_CLASSES(EW_DEF_KERNEL, name, nin, res, F, I, B, C)
 VNC_EW_TABLE(EW_DEF_OP)
 
-/* Range-blocked transcendentals: over blocks of RANGE_BLOCK elements, a block whose
- * arguments ARG (an expression of I) all satisfy IN_RANGE takes FAST, which gives GENERAL's
- * bits there with fewer operations (no clamps or special-value selects); a block holding
- * anything else (far tails, the -inf of masks, NaN) takes GENERAL. One compare per element
- * decides. OUT is a statement using e, the function's value at element I. */
+/* exp over blocks of RANGE_BLOCK elements (softmax's and attention's exp): a block whose
+ * arguments ARG (an expression of I) all lie in vnc_expf_bounded's domain takes it (the same
+ * bits, half the operations); a block holding anything else (far tails, the -inf of masks,
+ * NaN) takes vnc_expf. One compare per element decides. OUT is a statement using e, the exp
+ * of element I. */
 #define RANGE_BLOCK 256
-#define RANGE_BLOCKED(I, n, ARG, IN_RANGE, FAST, GENERAL, OUT)                            \
-  for (int64_t i0_ = 0; i0_ < (n); i0_ += RANGE_BLOCK) {                                  \
-    const int64_t i1_ = i0_ + RANGE_BLOCK < (n) ? i0_ + RANGE_BLOCK : (n);                \
-    int32_t ok_ = 1;                                                                      \
-    for (int64_t I = i0_; I < i1_; I++) ok_ &= IN_RANGE(ARG);                             \
-    if (ok_)                                                                              \
-      for (int64_t I = i0_; I < i1_; I++) {                                               \
-        const float e = FAST(ARG);                                                        \
-        OUT;                                                                              \
-      }                                                                                   \
-    else                                                                                  \
-      for (int64_t I = i0_; I < i1_; I++) {                                               \
-        const float e = GENERAL(ARG);                                                     \
-        OUT;                                                                              \
-      }                                                                                   \
+#define EXP_BLOCKED(I, n, ARG, OUT)                                                         \
+  for (int64_t i0_ = 0; i0_ < (n); i0_ += RANGE_BLOCK) {                                    \
+    const int64_t i1_ = i0_ + RANGE_BLOCK < (n) ? i0_ + RANGE_BLOCK : (n);                  \
+    int32_t ok_ = 1;                                                                        \
+    for (int64_t I = i0_; I < i1_; I++) ok_ &= vnc_expf_bounded_ok(ARG);                    \
+    if (ok_)                                                                                \
+      for (int64_t I = i0_; I < i1_; I++) {                                                 \
+        const float e = vnc_expf_bounded(ARG);                                              \
+        OUT;                                                                                \
+      }                                                                                     \
+    else                                                                                    \
+      for (int64_t I = i0_; I < i1_; I++) {                                                 \
+        const float e = vnc_expf(ARG);                                                      \
+        OUT;                                                                                \
+      }                                                                                     \
   }
-static inline int32_t exp_arg_ok(float v) { return fabsf(v) <= 87.0f; } /* vnc_expf_bounded's domain */
-static inline int32_t log_arg_ok(float v) { return v >= 1.17549435e-38f && v <= 3.40282347e38f; } /* normal > 0 */
-#define EXP_BLOCKED(I, n, ARG, OUT) RANGE_BLOCKED(I, n, ARG, exp_arg_ok, vnc_expf_bounded, vnc_expf, OUT)
 
-/* The float32 loops of exp, sigmoid, silu, their backward ops, GELU's and log on RANGE_BLOCKED: the table's bodies with
- * the same bits (they replace the generated entries in the table below). */
-static void ew_gelu_backward_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
-  const float *g = (const float *)in[0], *x = (const float *)in[1];
-  float *o = (float *)out;
-  (void)P;
-  EXP_BLOCKED(i, n, vnc_gelu_exp_arg(x[i]), o[i] = vnc_gelu_grad_e(g[i], x[i], e))
-}
-static void ew_silu_backward_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
-  const float *g = (const float *)in[0], *x = (const float *)in[1];
-  float *o = (float *)out;
-  (void)P;
-  EXP_BLOCKED(i, n, -x[i], o[i] = vnc_silu_grad_e(g[i], x[i], e))
-}
-static void ew_log_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
-  const float *x = (const float *)in[0];
-  float *o = (float *)out;
-  (void)P;
-  RANGE_BLOCKED(i, n, x[i], log_arg_ok, vnc_logf_normal, vnc_logf, o[i] = e)
-}
-static void ew_exp_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
-  const float *x = (const float *)in[0];
-  float *o = (float *)out;
-  (void)P;
-  EXP_BLOCKED(i, n, x[i], o[i] = e)
-}
-static void ew_sigmoid_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
-  const float *x = (const float *)in[0];
-  float *o = (float *)out;
-  (void)P;
-  EXP_BLOCKED(i, n, -x[i], o[i] = vnc_sigmoid_e(e))
-}
-static void ew_silu_F32_blocked(int64_t n, char *out, char *const *in, const vnc_ew_params *P) {
-  const float *x = (const float *)in[0];
-  float *o = (float *)out;
-  (void)P;
-  EXP_BLOCKED(i, n, -x[i], o[i] = vnc_silu_e(x[i], e))
-}
+/* The float32 loops of the rows of VNC_EW_FAST_TABLE (vnc/ew_scalar.h): per block of
+ * RANGE_BLOCK elements, the fast form when every input is in its domain, else the table's
+ * loop above (the same bits either way). They replace the generated entries in the table. */
+#define EW_FAST_KERNEL(name, nin, IN_DOMAIN, FAST)                                                   \
+  static void ew_##name##_F32_fast(int64_t n, char *out, char *const *in, const vnc_ew_params *P) { \
+    const float *xa = (const float *)in[0], *xb = (nin) > 1 ? (const float *)in[1] : xa;            \
+    float *o = (float *)out;                                                                        \
+    for (int64_t i0 = 0; i0 < n; i0 += RANGE_BLOCK) {                                               \
+      const int64_t m = n - i0 < RANGE_BLOCK ? n - i0 : RANGE_BLOCK;                                \
+      const float *pa = xa + i0, *pb = xb + i0;                                                     \
+      float *po = o + i0;                                                                           \
+      int32_t ok = 1;                                                                               \
+      for (int64_t i = 0; i < m; i++) {                                                             \
+        const float a = pa[i], b = pb[i];                                                           \
+        (void)a; (void)b;                                                                           \
+        ok &= IN_DOMAIN;                                                                            \
+      }                                                                                             \
+      if (ok) {                                                                                     \
+        for (int64_t i = 0; i < m; i++) {                                                           \
+          const float a = pa[i], b = pb[i];                                                         \
+          (void)a; (void)b;                                                                         \
+          po[i] = FAST;                                                                             \
+        }                                                                                           \
+      } else {                                                                                      \
+        char *const blk[2] = {(char *)pa, (char *)pb};                                              \
+        ew_##name##_F32(m, (char *)po, blk, P);                                                     \
+      }                                                                                             \
+    }                                                                                               \
+  }
+VNC_EW_FAST_TABLE(EW_FAST_KERNEL)
 
 /* ---------------------------------------------------------------- reductions */
 
@@ -623,13 +612,9 @@ static void softmax_row(float *y, const float *x, const float *yo, int64_t n, in
 const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .name = TIER_STR(VNC_TIER_NAME),
     .ew = {VNC_EW_TABLE(EW_ROW)},
-    /* the generated float32 loops of these give way to their RANGE_BLOCKED forms */
-    .ew[VNC_EW_exp][EW_CLS_F32] = ew_exp_F32_blocked,
-    .ew[VNC_EW_log][EW_CLS_F32] = ew_log_F32_blocked,
-    .ew[VNC_EW_gelu_backward][EW_CLS_F32] = ew_gelu_backward_F32_blocked,
-    .ew[VNC_EW_silu_backward][EW_CLS_F32] = ew_silu_backward_F32_blocked,
-    .ew[VNC_EW_sigmoid][EW_CLS_F32] = ew_sigmoid_F32_blocked,
-    .ew[VNC_EW_silu][EW_CLS_F32] = ew_silu_F32_blocked,
+    /* the fast-form rows' float32 loops replace the generated ones */
+#define EW_FAST_ENTRY(name, nin, IN_DOMAIN, FAST) .ew[VNC_EW_##name][EW_CLS_F32] = ew_##name##_F32_fast,
+    VNC_EW_FAST_TABLE(EW_FAST_ENTRY)
     .block_sum = block_sum,
     .tile_run = tile_run,
     .row_max = row_max,
