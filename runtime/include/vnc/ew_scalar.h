@@ -301,7 +301,8 @@ static inline float vnc_f_silu_grad(float g, float a) { return vnc_silu_grad_e(g
  * (tier_kernels.c) and generated loops (vnc/ew_inline.h's vnc_ew_<op>_F32_ok / _fast, used
  * by torch_neuronx/compiler/codegen.py, which reads the op names from this table) test a
  * block of inputs first and run FAST on it when all of them are in the domain. */
-static inline int vnc_expf_bounded_ok(float v) { return fabsf(v) <= 87.0f; }
+#define VNC_EXPF_BOUNDED_MAX 87.0f /* vnc_expf_bounded's domain: |v| <= this */
+static inline int vnc_expf_bounded_ok(float v) { return fabsf(v) <= VNC_EXPF_BOUNDED_MAX; }
 static inline int vnc_logf_normal_ok(float v) { return v >= 1.17549435e-38f && v <= 3.40282347e38f; }
 /* clang-format off */
 #define VNC_EW_FAST_TABLE(X) \

@@ -405,18 +405,27 @@ static void col_sums(const float *x, int64_t ld, int64_t J, float *out) {
 
 static void attn_cols(const vnc_attn_rows *p) {
   const int64_t ld = p->ld, S = p->S;
+  const mm_vec scale = p->scale - (mm_vec){0}; /* explicit vectors: the scores might alias *p for GCC */
   for (int64_t i0 = 0; i0 < p->L; i0 += AQ) {
     const int64_t J = p->causal ? min64(S, i0 + AQ) : S, nl = min64(AQ, p->L - i0);
     float *blk = p->s + i0;
     if (p->mode == VNC_ATTN_GRAD) {
-      const float *pt = p->p + i0, *d = p->d + i0;
+      const float *pt = p->p + i0;
+      mm_vec d[AQ / MM_W]; /* explicit vectors: GCC kept the loop scalar, as d might alias the scores */
+      for (int v = 0; v < AQ / MM_W; v++) d[v] = mm_load(p->d + i0 + v * MM_W);
       for (int64_t j = 0; j < J; j++)
-        for (int l = 0; l < AQ; l++) blk[j * ld + l] = pt[j * ld + l] * (blk[j * ld + l] - d[l]);
+        for (int v = 0; v < AQ / MM_W; v++) {
+          const mm_vec g = mm_load(pt + j * ld + v * MM_W) * (mm_load(blk + j * ld + v * MM_W) - d[v]);
+          memcpy(blk + j * ld + v * MM_W, &g, sizeof g);
+        }
     } else {
       float shift[AQ], m[AQ];
       for (int64_t j = 0; j < J; j++) {
         float *row = blk + j * ld;
-        for (int l = 0; l < AQ; l++) row[l] = row[l] * p->scale;
+        for (int v = 0; v < AQ / MM_W; v++) {
+          const mm_vec t = mm_load(row + v * MM_W) * scale;
+          memcpy(row + v * MM_W, &t, sizeof t);
+        }
         if (p->bias)
           for (int64_t l = 0; l < nl; l++) row[l] = row[l] + p->bias[(i0 + l) * p->brs + j * p->bcs];
         if (p->causal && j > i0) /* queries i < j of the diagonal block */
@@ -432,10 +441,24 @@ static void attn_cols(const vnc_attn_rows *p) {
       } else {
         for (int l = 0; l < AQ; l++) shift[l] = l < nl && p->lse[i0 + l] != -INFINITY ? p->lse[i0 + l] : INFINITY;
       }
-      for (int64_t j = 0; j < J; j++) {
-        float *row = blk + j * ld;
-        EXP_BLOCKED(l, AQ, row[l] - shift[l], row[l] = e)
-      }
+      /* exp of the whole block: the bounded form when every argument is in its domain (the
+       * check in explicit vectors: GCC kept a loop of vnc_expf_bounded_ok over 16 lanes scalar) */
+      mm_vec sh[AQ / MM_W];
+      mm_ivec in = ~(mm_ivec){0};
+      for (int v = 0; v < AQ / MM_W; v++) sh[v] = mm_load(shift + v * MM_W);
+      for (int64_t j = 0; j < J; j++)
+        for (int v = 0; v < AQ / MM_W; v++) {
+          const mm_ivec t = (mm_ivec)(mm_load(blk + j * ld + v * MM_W) - sh[v]) & 0x7fffffff; /* |arg| */
+          in &= (mm_vec)t <= VNC_EXPF_BOUNDED_MAX;
+        }
+      int32_t ok = 1;
+      for (int k = 0; k < MM_W; k++) ok &= in[k] != 0;
+      if (ok)
+        for (int64_t j = 0; j < J; j++)
+          for (int l = 0; l < AQ; l++) blk[j * ld + l] = vnc_expf_bounded(blk[j * ld + l] - shift[l]);
+      else
+        for (int64_t j = 0; j < J; j++)
+          for (int l = 0; l < AQ; l++) blk[j * ld + l] = vnc_expf(blk[j * ld + l] - shift[l]);
       if (p->mode == VNC_ATTN_SOFTMAX) {
         float sum[AQ], inv[AQ];
         if (J <= VNC_REDUCE_BLOCK) {
