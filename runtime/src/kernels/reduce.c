@@ -389,12 +389,11 @@ static void store_outputs(red_task *t, int64_t o, partial p) {
 static void store_body(void *ctx, int64_t o0, int64_t o1) {
   red_task *t = ctx;
   if (t->nout == 1 && t->nouter == 1 && t->nchunks == 1 && t->acc == ACC_F && t->it.dtypes[0] == VNC_FLOAT32 &&
-      (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN)) { /* float sums and means: finalize_f and the store, inline */
+      (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN)) { /* float sums and means: a direct float store */
     char *out = t->it.data[0];
     const int64_t st = t->it.strides[0][t->outer_dims[0]];
-    const float n = (float)t->R;
     for (int64_t o = o0; o < o1; o++) {
-      const float v = t->op == VNC_RED_MEAN ? (float)t->parts[o].f / n : (float)t->parts[o].f;
+      const float v = (float)finalize_f(t, t->parts[o]);
       memcpy(out + o * st, &v, sizeof v);
     }
     return;
