@@ -143,6 +143,28 @@ def test_views_broadcast_and_strided_inputs(neuron):
     assert_compiled()
 
 
+def test_pow_scalar_base_and_foreach_pow(neuron):
+    """pow with a number base (2.5 ** t, and 1 ** t = 1 even for NaN) and the _foreach_pow
+    overloads (list ** number, list ** list, number ** list) lower into fused loops, with
+    eager's bits; broadcast 0-dim operands are read once per run of the loop."""
+    def f(t, u, s):
+        a, b = torch._foreach_pow([t, u], 3.0), torch._foreach_pow([t, u], [u, t])
+        c = torch._foreach_pow(0.9, [s, t])
+        return 2.5 ** t, torch.pow(1, t), *a, *b, *c, t * c[0] + 0.5 ** s
+
+    g = torch.Generator().manual_seed(0)
+    t = (torch.rand(64, 33, generator=g) * 8 - 4).to(neuron)
+    t[0, :3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    u = torch.rand(64, 33, generator=g).to(neuron)
+    s = torch.tensor(7.0).to(neuron)
+    cf = torch.compile(f, backend="neuron")
+    got, want = cf(t, u, s), f(t, u, s)
+    for x, y in zip(got, want):
+        assert_bitwise_equal(x, y)
+    assert_compiled()
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def test_fast_forms(neuron, tmp_path, monkeypatch):
     """Loops with a member of VNC_EW_FAST_TABLE (exp, sigmoid, SiLU, their backward ops,
     GELU's backward, log) check each chunk's inputs and run the fast forms when all are in
@@ -407,11 +429,15 @@ def test_cnn_training_matches_eager():
 
 @pytest.mark.parametrize("opt_cls,kw", [(torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1)),
                                         (torch.optim.SGD, dict(lr=1e-2, momentum=0.9))])
-def test_compiled_optimizer_step(opt_cls, kw):
+@pytest.mark.parametrize("state_from_eager", [False, True])
+def test_compiled_optimizer_step(opt_cls, kw, state_from_eager):
     """torch.compile(optimizer.step): the foreach ops fuse into one loop per parameter, which
-    writes the new values straight into the parameters and state (input mutations). PyTorch's
-    optimizers take other code paths when compiled (lerp as addcmul, ...), so the comparison
-    with eager allows float32 rounding."""
+    writes the new values straight into the parameters and state (input mutations) and stores
+    nothing else. PyTorch's optimizers take other code paths when compiled (lerp as addcmul,
+    ...), so the comparison with eager allows float32 rounding. Adam's step counts stay on
+    the host when the compiled step creates the state (their updates: one host copy for all
+    parameters), and Dynamo moves them to the device when an eager step created it
+    (``pow(beta, step)`` then runs in the loop)."""
     def make():
         torch.manual_seed(0)
         m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)).to("neuron")
@@ -421,12 +447,20 @@ def test_compiled_optimizer_step(opt_cls, kw):
     params2 = list(m2.parameters())
     step2 = torch.compile(o2.step, backend="neuron")
     g = torch.Generator().manual_seed(1)
-    for _ in range(5):
+    peaks = {}
+    for it in range(5):
         x = torch.randn(8, 16, generator=g).to("neuron")
-        for m, o, st in ((m1, o1, o1.step), (m2, o2, step2)):
+        for m, o, st in ((m1, o1, o1.step), (m2, o2, o2.step if state_from_eager and it == 0 else step2)):
             m(x).square().sum().backward()
+            torch.neuron.synchronize()
+            torch.neuron.reset_peak_memory_stats()
+            before = torch.neuron.memory_allocated()
             st()
+            torch.neuron.synchronize()
+            peaks.setdefault(st is step2, []).append(torch.neuron.max_memory_allocated() - before)
             o.zero_grad()
+    # no intermediate of the update is stored: the compiled step needs no more memory than eager's
+    assert max(peaks[True][-2:]) <= max(peaks[False][-2:]), peaks
     assert all(a is b for a, b in zip(params2, m2.parameters()))  # updated in place
     for a, b in zip(m1.parameters(), m2.parameters()):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
@@ -438,6 +472,7 @@ def test_compiled_optimizer_step(opt_cls, kw):
             torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5 * max(a.abs().max().item(), 1e-12))
     recs = assert_compiled()
     assert all(r["segment_count"] == 1 for r in recs)
+    assert all(r["host_ops"].count("aten::_foreach_copy_") <= 1 for r in recs), [r["host_ops"] for r in recs]
     assert torch_neuronx.get_fallback_ops() == []
 
 

@@ -240,24 +240,31 @@ class Unit:
         for k, (r, _) in enumerate(operands):
             st = "VNC_STORAGE_" + dtype_name(r.dtype)
             lines.append(f"    {'' if k < nstore else 'const '}{st} *restrict s{k} = ({'' if k < nstore else 'const '}{st} *)q{k};")
+        # operands read at one element for the whole run (0-dim values: an optimizer's bias
+        # corrections) are loaded once before it: GCC does not vectorise a loop that re-reads a
+        # scalar while it stores, even through restrict pointers
+        hoisted = {j for j in range(len(loads)) if op_of[j] >= nstore and inner_st[op_of[j]] == 0}
+        for j in sorted(hoisted):
+            d = dtype_name(loads[j].ref.dtype)
+            lines.append(f"    VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}(&s{op_of[j]}[0]);")
         plan = None if faulting else self._fast_plan(lp)
         if plan is None:
             lines.append("    for (int64_t i = i0; i < i1; i++) {")
-            lines += ["      " + b for b in self._body(lp, loads, op_of, inner_st)] + ["    }"]
+            lines += ["      " + b for b in self._body(lp, loads, op_of, inner_st, hoisted=hoisted)] + ["    }"]
         else:
             # members with a fast form (VNC_EW_FAST_TABLE): a first pass checks the chunk's
             # inputs of those members (recomputing the cheap members they come from); the
             # chunk then runs with the fast forms if all passed, else with the general ones
             fast, before = plan
             addr_of = lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]"  # noqa: E731
-            check, names = self._compute(before, loads, addr_of, readers=fast)
+            check, names = self._compute(before, loads, addr_of, readers=fast, hoisted=hoisted)
             for t, m in enumerate(fast):
                 check.append(f"ok_ &= {self._expr(m, names, check, f'k{t}', variant='_ok')};")
             lines += ["    int32_t ok_ = 1;", "    for (int64_t i = i0; i < i1; i++) {"]
             lines += ["      " + b for b in check] + ["    }", "    if (ok_) {", "      for (int64_t i = i0; i < i1; i++) {"]
-            lines += ["        " + b for b in self._body(lp, loads, op_of, inner_st, {id(m) for m in fast})]
+            lines += ["        " + b for b in self._body(lp, loads, op_of, inner_st, {id(m) for m in fast}, hoisted)]
             lines += ["      }", "    } else {", "      for (int64_t i = i0; i < i1; i++) {"]
-            lines += ["        " + b for b in self._body(lp, loads, op_of, inner_st)] + ["      }", "    }"]
+            lines += ["        " + b for b in self._body(lp, loads, op_of, inner_st, hoisted=hoisted)] + ["      }", "    }"]
         # bodies that may meet a zero divisor report it through a copy of their parameters
         lines[3:3] = [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
         lines += ["  }", "}", ""]
@@ -281,22 +288,25 @@ class Unit:
                 stack.extend(x.inputs)
         return fast, [m for m in lp.members if id(m) in need]
 
-    def _body(self, lp: Loop, loads, op_of, inner_st, fast=frozenset()) -> list:
-        out, names = self._compute(lp.members, loads, lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]", fast)
+    def _body(self, lp: Loop, loads, op_of, inner_st, fast=frozenset(), hoisted=frozenset()) -> list:
+        out, names = self._compute(lp.members, loads, lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]", fast,
+                                   hoisted=hoisted)
         for k, (m, r) in enumerate(lp.stores):
             out.append(f"s{k}[{_index(inner_st[k])}] = {names[('st', id(m))]};")
         return out
 
-    def _compute(self, members, loads, load_addr, fast=frozenset(), readers=()):
+    def _compute(self, members, loads, load_addr, fast=frozenset(), readers=(), hoisted=frozenset()):
         """C statements computing `members` for element i: (lines, names), where
         names[id(pw)] = (expression of its value as stored, dtype), names[("st", id)] = its
         storage variable. load_addr(j) is the address expression of loads[j]'s element. Members
-        in `fast` call their fast form; `readers` are further members whose loads get names."""
+        in `fast` call their fast form; `readers` are further members whose loads get names;
+        loads in `hoisted` are already in l<j> (read before the loop)."""
         out, names = [], {}
         for j, x in enumerate(loads):
             d = dtype_name(x.ref.dtype)
             names[id(x)] = (f"l{j}", x.ref.dtype)
-            out.append(f"VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}({load_addr(j)});")
+            if j not in hoisted:
+                out.append(f"VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}({load_addr(j)});")
             for y in (*members, *readers):  # every Load of the same ref reads the same register
                 for z in y.inputs:
                     if isinstance(z, Load) and z.ref is x.ref:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .. import _C
 from .codegen import segments
@@ -89,11 +89,8 @@ class CompiledGraph:
                      and prog.buffers[b].kind != "const" and b not in internal]
             if table is not None:  # (base buffer or -1 for the arena, byte offset)
                 table = [arena[1][b] if b in internal else (b, 0) for b in table]
-            if kind == "eager":  # the argument structure flattened once; tensors fill the slots
-                leaves, spec = tree_flatten((what.args, what.kwargs))
-                outs = tree_flatten(what.outs)[0]
-                what = (what, leaves, spec, [i for i, x in enumerate(leaves) if isinstance(x, TRef)], outs,
-                        isinstance(what.outs, TRef))
+            if kind == "eager":
+                what = (what, _leaves(what.outs), isinstance(what.outs, TRef))
             if a in self.undonated:
                 plain = self.undonated[a]
                 self.undonated[a] = ([plain[1][b] if b in internal else (b, 0) for b in actions[a][2]], plain[0], kvals)
@@ -172,13 +169,9 @@ class CompiledGraph:
         return torch.as_strided(t, ref.size, ref.stride, t.storage_offset() + ref.offset)
 
     def _eager(self, call, env):
-        step, leaves, spec, slots, outs, single = call
-        leaves = list(leaves)
-        for i in slots:
-            leaves[i] = self._tensor(env, leaves[i])
-        args, kwargs = tree_unflatten(leaves, spec)
-        result = step.fn(*args, **kwargs)
-        res = [result] if single else tree_flatten(result)[0]
+        step, outs, single = call
+        result = step.fn(*_fill(step.args, env), **_fill(step.kwargs, env))
+        res = [result] if single else _leaves(result)
         for ref, t in zip(outs, res):
             if not isinstance(ref, TRef) or t is None:  # (an output the kernel was asked not to compute)
                 continue
@@ -188,6 +181,26 @@ class CompiledGraph:
                 fixed.copy_(t)
                 t = fixed
             env[ref.buf.id] = t
+
+
+def _fill(x, env):
+    """An eager step's arguments with each TRef replaced by its tensor. (The structures are
+    tuples, lists and dicts of TRefs and constants; a foreach op's lists are long, and this is
+    several times cheaper per element than pytree's generic unflatten.)"""
+    if isinstance(x, TRef):
+        return CompiledGraph._tensor(env, x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_fill(e, env) for e in x)
+    if isinstance(x, dict):
+        return {k: _fill(v, env) for k, v in x.items()}
+    return x
+
+
+def _leaves(result) -> list:
+    """The leaves of an op's result (a tensor, None, or a list/tuple of them), in order."""
+    if isinstance(result, (list, tuple)):
+        return [y for e in result for y in _leaves(e)]
+    return [result]
 
 
 def _stage_host_tensors(host, addrs, device):
@@ -206,7 +219,7 @@ def _stage_host_tensors(host, addrs, device):
     for dtype, items in scalars.items():
         # through pinned memory: the copy is queued, not waited for (pageable copies block)
         pinned = torch.empty(len(items), dtype=dtype, pin_memory=True)
-        torch.stack([t.reshape(()) for _, t in items], out=pinned)
+        torch.stack([t if t.dim() == 0 else t.reshape(()) for _, t in items], out=pinned)
         d = pinned.to(device, non_blocking=True)
         for i, (k, _) in enumerate(items):
             addrs[k] = d.data_ptr() + i * d.element_size()

@@ -283,9 +283,12 @@ class Lowerer:
             v = self.values.get(u)
             return any(id(e) in members for e in v) if isinstance(v, (tuple, list)) else id(v) in members
 
+        def reads(u, m):  # (a getitem of a _foreach_ op's other element does not read m)
+            return u.target is not operator.getitem or not isinstance(self.values.get(u), PW) or self.values[u] is m
+
         for m in loop.members:
             nodes = self.nodes_of.get(id(m), [])
-            if any(not inside(u) for n in nodes for u in n.users):
+            if any(not inside(u) for n in nodes for u in n.users if reads(u, m)):
                 loop.stores.append((m, self.fresh_ref(self.meta_of[id(m)])))
         loop.stores += loop.write_backs
         if loop.stores:
@@ -422,13 +425,27 @@ class Lowerer:
         group writes it straight into the input's memory, else a runtime copy does."""
         dst_node, src = node.args[:2]
         dst = self.values.get(dst_node)
-        if not isinstance(dst, TRef) or dst.buf.kind != "input" or dst_node.meta["val"].device.type != "neuron":
-            return False  # (host tensors are updated by the host: an eager step)
+        if not isinstance(dst, TRef) or dst.buf.kind != "input":
+            return False
         v = self.values[src] if isinstance(src, torch.fx.Node) else src
+        on_host = dst_node.meta["val"].device.type != "neuron"
+        if on_host and not (isinstance(v, TRef) and src.meta["val"].device.type == "cpu"):
+            return False  # (a device value into a host input: an eager step)
         self.values[node] = dst
         for lp in list(self.open):  # earlier readers of the input go first
             if lp is not self.loop_of.get(v) and any(r.buf is dst.buf for r in lp.refs()):
                 self.close(lp)
+        if on_host:
+            # host inputs (an optimizer's CPU step counts) are updated by the host: adjacent
+            # copies run as one _foreach_copy_ step, one dispatcher call for all parameters
+            last = self.prog.steps[-1] if self.prog.steps else None
+            if isinstance(last, Eager) and last.fn is aten._foreach_copy_.default and last.node is None:
+                last.args[0].append(dst)
+                last.args[1].append(v)
+            else:
+                self.prog.steps.append(Eager("aten::_foreach_copy_", aten._foreach_copy_.default, ([dst], [v]), {}, None))
+                self.prog.host_ops.append("aten::_foreach_copy_")
+            return True
         loop = self.loop_of.get(v) if isinstance(v, PW) else None
         same_layout = loop is not None and all(r.buf is not dst.buf or (r.stride, r.offset) == (dst.stride, dst.offset)
                                                for r in loop.refs())
@@ -537,6 +554,10 @@ def foreach_single(op):
             return None
         return packet.default, lambda args, i: (list(args[:3]), {"value": args[3][i] if ov == "ScalarList" else
                                                                  (args[3] if len(args) > 3 else 1)})
+    if base == "pow":  # List: pow.Tensor_Tensor, Scalar(List): pow.Tensor_Scalar, ScalarAndTensor: pow.Scalar
+        single = {"List": packet.Tensor_Tensor, "Scalar": packet.Tensor_Scalar, "ScalarList": packet.Tensor_Scalar,
+                  "ScalarAndTensor": packet.Scalar}.get(ov)
+        return (single, _per_element(1 if ov == "ScalarList" else None)) if single in RULES else None
     if base == "lerp":
         single = packet.Scalar if ov == "Scalar" else packet.Tensor if ov == "List" else None
         return (single, _per_element()) if single in RULES else None

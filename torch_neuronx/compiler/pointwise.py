@@ -149,6 +149,7 @@ class Rules:
         r[aten.addcmul.default] = lambda lw, n, out: ew(lw, "addcmul", n.args[:3], out, _scalar_params(n.kwargs.get("value", 1)))
         r[aten.addcdiv.default] = lambda lw, n, out: ew(lw, "addcdiv", n.args[:3], out, _scalar_params(n.kwargs.get("value", 1)))
         r[aten.pow.Tensor_Scalar] = self._pow_scalar
+        r[aten.pow.Scalar] = self._pow_scalar_base
         r[aten.nan_to_num.default] = self._nan_to_num
         # Copies and casts: the value converted to the result's dtype.
         for op in (aten._to_copy.default, aten.clone.default, aten.alias_copy.default, aten.lift_fresh_copy.default,
@@ -230,6 +231,15 @@ class Rules:
         if e == 1:
             return PW("cast", [lw.val(x, out.dtype)], out.dtype, out.dtype, size=tuple(out.shape))
         return self._ew(lw, "pow", [x, Const(float(e), torch.float64)], out)
+
+    def _pow_scalar_base(self, lw, n, out):
+        base, e = n.args[:2]
+        if isinstance(base, complex) or out.dtype.is_complex:
+            return None
+        if base == 1:  # eager: ones, whatever the exponent (NaN included)
+            return self._fill(out, 1)
+        # eager: pow(scalar_tensor(base, result dtype), exponent)
+        return self._ew(lw, "pow", [Const(base, out.dtype, via=out.dtype), e], out)
 
     def _nan_to_num(self, lw, n, out):
         dt = out.dtype
