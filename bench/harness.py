@@ -50,30 +50,34 @@ median_seconds = best_seconds  # the name earlier benchmarks used
 SETTLE_S = 0.02
 
 
+def best_round_robin(runs: list[tuple[Callable[[], None], Callable[[], None]]], repeat: int = 7,
+                     warmup: int = 2) -> list[float]:
+    """Shortest wall time in seconds of each (fn, sync) of `runs`, the runs timed in turn so that
+    all see the same load and the same drift in speed of a shared machine. Each waits SETTLE_S
+    (the others' threads are asleep), runs once untimed (its own threads are awake, as in a
+    loop) and then once timed, followed by its sync."""
+    for _ in range(warmup):
+        for fn, sync in runs:
+            fn()
+            sync()
+    times = [[] for _ in runs]
+    for _ in range(repeat):
+        for k, (fn, sync) in enumerate(runs):
+            time.sleep(SETTLE_S)
+            fn()
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times[k].append(time.perf_counter() - t0)
+    return [min(t) for t in times]
+
+
 def best_pair(fn_cpu: Callable[[], None], fn_dev: Callable[[], None], repeat: int = 7,
               warmup: int = 2) -> tuple[float, float]:
-    """Shortest wall times (CPU, neuron) in seconds, the two timed alternately so that both see
-    the same load of a shared machine. Each side waits SETTLE_S (the other side's threads are
-    asleep), runs once untimed (its own threads are awake, as in a loop) and then once timed."""
-    for _ in range(warmup):
-        fn_cpu()
-        fn_dev()
-        neuron_sync()
-    t_cpu, t_dev = [], []
-    for _ in range(repeat):
-        time.sleep(SETTLE_S)
-        fn_cpu()
-        t0 = time.perf_counter()
-        fn_cpu()
-        t_cpu.append(time.perf_counter() - t0)
-        time.sleep(SETTLE_S)
-        fn_dev()
-        neuron_sync()
-        t1 = time.perf_counter()
-        fn_dev()
-        neuron_sync()
-        t_dev.append(time.perf_counter() - t1)
-    return min(t_cpu), min(t_dev)
+    """Shortest wall times (CPU, neuron) in seconds, timed alternately (best_round_robin)."""
+    t_cpu, t_dev = best_round_robin([(fn_cpu, cpu_sync), (fn_dev, neuron_sync)], repeat, warmup)
+    return t_cpu, t_dev
 
 
 def neuron_sync() -> None:
