@@ -131,14 +131,17 @@ class CompiledGraph:
                 env[b.id] = torch.empty_strided(b.size, b.stride, dtype=b.dtype, device=device)
             if kind == "seg":
                 table, arena_bytes, kvals = seg
-                base = torch.empty(arena_bytes, dtype=torch.uint8, device=device).data_ptr() if arena_bytes else 0
-                # the arena is released at once: stream-ordered reuse waits for this task
+                arena = torch.empty(arena_bytes, dtype=torch.uint8, device=device) if arena_bytes else None
+                base = arena.data_ptr() if arena is not None else 0
                 addrs = [base + off if j < 0 else env[j].data_ptr() + off for j, off in table]
                 addrs += kvals  # the sizes, strides and offsets of the shape-generic code
                 host = [(k, env[j]) for k, (j, off) in enumerate(table)
                         if j >= 0 and off == 0 and env[j].device.type != "neuron"]
+                # (the arena is held until the launch: copies of host inputs must not reuse it)
                 staged = _stage_host_tensors(host, addrs, device) if host else None  # noqa: F841 (kept until launch)
                 _C._jit_launch(self.module.handle, what, self.dev_index, self.name, addrs)
+                # released at once: stream-ordered reuse waits for this task
+                arena = staged = None
             elif kind == "eager":
                 self._eager(what, env)
             for b in frees:

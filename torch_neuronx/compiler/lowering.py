@@ -147,6 +147,8 @@ class Lowerer:
         self.meta_of = {}  # id(PW) -> its fake tensor (layout of a stored value)
         self.written_back = {}  # copy_ node -> the group writing its value into the input
         self.absorbed = {}  # reduction node -> the group whose chain it recomputes (FusedReduce)
+        self.promoted = {}  # node -> its host scalars are computed on the device (_to_device)
+        self.host_write_backs = []  # (host input TRef, host value TRef) of copy_ nodes
         self.cur_shape = None
 
     # ---------------------------------------------------------------- buffers and refs
@@ -371,7 +373,7 @@ class Lowerer:
         if target is aten.copy_.default and self.copy_into_input(node):
             return
         rule = RULES.get(target)
-        if rule is not None and isinstance(out, torch.Tensor) and out.device.type == "neuron":
+        if rule is not None and isinstance(out, torch.Tensor) and (out.device.type == "neuron" or self._to_device(node)):
             self.cur_shape = tuple(out.shape)
             pw = rule(self, node, out)
             self.cur_shape = None
@@ -392,7 +394,8 @@ class Lowerer:
         single = foreach_single(node.target)
         outs = node.meta.get("val")
         if single is None or not isinstance(outs, (list, tuple)) or \
-                any(not isinstance(o, torch.Tensor) or o.device.type != "neuron" for o in outs):
+                any(not isinstance(o, torch.Tensor) for o in outs) or \
+                (any(o.device.type != "neuron" for o in outs) and not self._to_device(node)):
             return False
         rule = RULES[single[0]]
         n = len(outs)
@@ -420,6 +423,41 @@ class Lowerer:
         self.values[node] = tuple(pws)
         return True
 
+    def _to_device(self, node) -> bool:
+        """Whether `node`, a pointwise op on host scalars (0-dim CPU float tensors, or a foreach
+        op's list of them: Adam's bias corrections from its CPU step counts), runs in the
+        device's loops instead of as a host op: when every use of its value (through getitem)
+        is a pointwise op with a device result or another such node. Its value then never
+        reaches the host, so where it is computed is not observable; the host scalars it reads
+        are copied to the device as any host input that generated code reads."""
+        if node in self.promoted:
+            return self.promoted[node]
+        self.promoted[node] = False  # (while its users are checked)
+        val = node.meta.get("val")
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        target = node.target
+        ok = bool(vals) and all(isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0 and
+                                v.dtype.is_floating_point for v in vals) and \
+            (target in RULES if not isinstance(val, (list, tuple)) else
+             isinstance(target, torch._ops.OpOverload) and target.__name__.startswith("_foreach_") and
+             foreach_single(target) is not None)
+
+        def device_use(u) -> bool:
+            if u.op != "call_function":
+                return False
+            if u.target is operator.getitem:
+                return all(device_use(w) for w in u.users)
+            out = u.meta.get("val")
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            pointwise = u.target in RULES or (isinstance(u.target, torch._ops.OpOverload) and
+                                              u.target.__name__.startswith("_foreach_") and
+                                              foreach_single(u.target) is not None)
+            on_device = bool(outs) and all(isinstance(o, torch.Tensor) and o.device.type == "neuron" for o in outs)
+            return (pointwise and on_device) or self._to_device(u)
+
+        self.promoted[node] = ok and all(device_use(u) for u in node.users)
+        return self.promoted[node]
+
     def copy_into_input(self, node) -> bool:
         """``copy_(input, value)`` (an input mutation kept in an inference graph): the value's
         group writes it straight into the input's memory, else a runtime copy does."""
@@ -435,16 +473,8 @@ class Lowerer:
         for lp in list(self.open):  # earlier readers of the input go first
             if lp is not self.loop_of.get(v) and any(r.buf is dst.buf for r in lp.refs()):
                 self.close(lp)
-        if on_host:
-            # host inputs (an optimizer's CPU step counts) are updated by the host: adjacent
-            # copies run as one _foreach_copy_ step, one dispatcher call for all parameters
-            last = self.prog.steps[-1] if self.prog.steps else None
-            if isinstance(last, Eager) and last.fn is aten._foreach_copy_.default and last.node is None:
-                last.args[0].append(dst)
-                last.args[1].append(v)
-            else:
-                self.prog.steps.append(Eager("aten::_foreach_copy_", aten._foreach_copy_.default, ([dst], [v]), {}, None))
-                self.prog.host_ops.append("aten::_foreach_copy_")
+        if on_host:  # (an optimizer's CPU step counts): one host copy at the end, see output()
+            self.host_write_backs.append((dst, v))
             return True
         loop = self.loop_of.get(v) if isinstance(v, PW) else None
         same_layout = loop is not None and all(r.buf is not dst.buf or (r.stride, r.offset) == (dst.stride, dst.offset)
@@ -519,6 +549,13 @@ class Lowerer:
 
         self.prog.outputs = tree_map(out, node.args[0])
         self.close_all()
+        if self.host_write_backs:
+            # Host inputs are updated by the host, all in one _foreach_copy_ after the last C
+            # step: every read of an input in the (functional) graph means its old value, and
+            # one step keeps the C steps in one task and costs one dispatcher call.
+            dsts, srcs = (list(x) for x in zip(*self.host_write_backs))
+            self.prog.steps.append(Eager("aten::_foreach_copy_", aten._foreach_copy_.default, (dsts, srcs), {}, None))
+            self.prog.host_ops.append("aten::_foreach_copy_")
 
 
 class _Stub:
