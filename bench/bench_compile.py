@@ -9,6 +9,7 @@ d_model 128, 4 heads, batch 16 x 64, AdamW), in one run:
 - torch.compile's default backend (Inductor) on CPU tensors: steady step and cold first step;
 - warm start against the first step of ``backend="aot_eager"`` (the same graphs run eagerly);
 - peak device memory of a compiled training step against eager's (``max_memory_allocated``);
+- AdamW's step alone: ``torch.compile(opt.step)`` against eager, step counts on host and device;
 - MiniLM inference (all-MiniLM-L6-v2, the model of ``examples/embed.py``): compiled vs eager
   ``neuron`` and vs Inductor on CPU.
 
@@ -97,7 +98,7 @@ def gpt_steps() -> list[Result]:
     # timed in turn: the machine's drift in speed during the benchmark is shared by all
     t_eager, t_comp, t_full, t_cpu, t_ind, t_ind_full = best_round_robin(
         [((lambda r=r: step(*r)), neuron_sync if r[3].device.type == "neuron" else cpu_sync) for r in runs],
-        repeat=9, warmup=3)
+        repeat=15, warmup=3)
     assert all(torch.isfinite(v).item() for v in total.values()), total  # every timed loss is read
     return [
         Result("GPT step: compiled vs eager neuron", "ms", t_comp * 1e3, t_eager * 1e3, t_eager / t_comp,
@@ -113,6 +114,37 @@ def gpt_steps() -> list[Result]:
                p_eager / 2**20, p_eager / p_comp, "<= eager's (issue 12)"),
         Result("GPT step peak memory, optimizer.step compiled too ('cpu' column = eager)", "MiB", p_full / 2**20,
                p_eager / 2**20, p_eager / p_full, "<= eager's (issue 12)"),
+    ]
+
+
+def optimizer_steps() -> list[Result]:
+    """AdamW's step alone over the GPT's 54 parameters (gradients from one backward): eager vs
+    ``torch.compile(opt.step)``, with the step counts on the host (the compiled step created
+    the state) and on the device (an eager step created it; Dynamo then moves them)."""
+    from torch_neuronx.examples.gpt import TinyGPT
+
+    def make(eager_first):
+        torch.manual_seed(0)
+        model = TinyGPT(96, 128, 4, 4, 64).to("neuron")
+        idx = torch.randint(0, 96, (16, 65)).to("neuron")
+        model(idx[:, :-1], idx[:, 1:]).backward()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        if eager_first:
+            opt.step()
+        return opt
+
+    eager, host, device = make(False), make(False), make(True)
+    t_eager, t_host, t_dev = best_round_robin([(eager.step, neuron_sync),
+                                               (torch.compile(host.step, backend="neuron"), neuron_sync),
+                                               (torch.compile(device.step, backend="neuron"), neuron_sync)],
+                                              repeat=15, warmup=3)
+    for opt in (eager, host, device):  # every timed update is read
+        assert all(torch.isfinite(p).all().item() for g in opt.param_groups for p in g["params"])
+    return [
+        Result("AdamW step: compiled (step counts on host) vs eager", "ms", t_host * 1e3, t_eager * 1e3,
+               t_eager / t_host),
+        Result("AdamW step: compiled (step counts on device) vs eager", "ms", t_dev * 1e3, t_eager * 1e3,
+               t_eager / t_dev),
     ]
 
 
@@ -154,7 +186,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = gpt_steps() + minilm()
+    results = gpt_steps() + optimizer_steps() + minilm()
     with tempfile.TemporaryDirectory(prefix="neuron_bench_cache_") as cache:
         cold = first_step(cache)
         warm = first_step(cache)
