@@ -181,6 +181,12 @@ def test_host_scalars_feeding_device_ops(neuron):
         torch.testing.assert_close(a, b, rtol=2e-7, atol=0)  # (CPU's scalar pow and sqrt vs the device's)
     (rec,) = assert_compiled()
     assert rec["host_ops"] == ["aten::mul.Tensor"], rec["host_ops"]
+    # float64 host scalars stay on the host (the device would compute them in float32)
+    d = torch.tensor(3.0, dtype=torch.float64)
+    reset_dynamo_metrics()
+    assert_bitwise_equal(torch.compile(lambda x, d: x * (d + 1).sqrt(), backend="neuron")(x, d), x * (d + 1).sqrt())
+    (rec,) = assert_compiled()
+    assert rec["host_ops"] == ["aten::add.Tensor", "aten::sqrt"], rec["host_ops"]
 
 
 def test_fast_forms(neuron, tmp_path, monkeypatch):

@@ -424,7 +424,7 @@ class Lowerer:
         return True
 
     def _to_device(self, node) -> bool:
-        """Whether `node`, a pointwise op on host scalars (0-dim CPU float tensors, or a foreach
+        """Whether `node`, a pointwise op on host scalars (0-dim CPU float32/16 tensors, or a foreach
         op's list of them: Adam's bias corrections from its CPU step counts), runs in the
         device's loops instead of as a host op: when every use of its value (through getitem)
         is a pointwise op with a device result or another such node. Its value then never
@@ -437,7 +437,7 @@ class Lowerer:
         vals = val if isinstance(val, (list, tuple)) else [val]
         target = node.target
         ok = bool(vals) and all(isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0 and
-                                v.dtype.is_floating_point for v in vals) and \
+                                v.dtype in _DEVICE_SCALAR_DTYPES for v in vals) and \
             (target in RULES if not isinstance(val, (list, tuple)) else
              isinstance(target, torch._ops.OpOverload) and target.__name__.startswith("_foreach_") and
              foreach_single(target) is not None)
@@ -556,6 +556,10 @@ class Lowerer:
             dsts, srcs = (list(x) for x in zip(*self.host_write_backs))
             self.prog.steps.append(Eager("aten::_foreach_copy_", aten._foreach_copy_.default, (dsts, srcs), {}, None))
             self.prog.host_ops.append("aten::_foreach_copy_")
+
+
+# host scalars computed on the device keep their dtype there (float64 would run as float32)
+_DEVICE_SCALAR_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 class _Stub:
