@@ -247,24 +247,24 @@ class Unit:
         for j in sorted(hoisted):
             d = dtype_name(loads[j].ref.dtype)
             lines.append(f"    VNC_COMPUTE_{d} l{j} = VNC_LOAD_{d}(&s{op_of[j]}[0]);")
+        addr_of = lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]"  # noqa: E731  (loads[j]'s element)
         plan = None if faulting else self._fast_plan(lp)
         if plan is None:
             lines.append("    for (int64_t i = i0; i < i1; i++) {")
-            lines += ["      " + b for b in self._body(lp, loads, op_of, inner_st, hoisted=hoisted)] + ["    }"]
+            lines += ["      " + b for b in self._body(lp, loads, addr_of, inner_st, hoisted=hoisted)] + ["    }"]
         else:
             # members with a fast form (VNC_EW_FAST_TABLE): a first pass checks the chunk's
             # inputs of those members (recomputing the cheap members they come from); the
             # chunk then runs with the fast forms if all passed, else with the general ones
             fast, before = plan
-            addr_of = lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]"  # noqa: E731
             check, names = self._compute(before, loads, addr_of, readers=fast, hoisted=hoisted)
             for t, m in enumerate(fast):
                 check.append(f"ok_ &= {self._expr(m, names, check, f'k{t}', variant='_ok')};")
             lines += ["    int32_t ok_ = 1;", "    for (int64_t i = i0; i < i1; i++) {"]
             lines += ["      " + b for b in check] + ["    }", "    if (ok_) {", "      for (int64_t i = i0; i < i1; i++) {"]
-            lines += ["        " + b for b in self._body(lp, loads, op_of, inner_st, {id(m) for m in fast}, hoisted)]
+            lines += ["        " + b for b in self._body(lp, loads, addr_of, inner_st, {id(m) for m in fast}, hoisted)]
             lines += ["      }", "    } else {", "      for (int64_t i = i0; i < i1; i++) {"]
-            lines += ["        " + b for b in self._body(lp, loads, op_of, inner_st, hoisted=hoisted)] + ["      }", "    }"]
+            lines += ["        " + b for b in self._body(lp, loads, addr_of, inner_st, hoisted=hoisted)] + ["      }", "    }"]
         # bodies that may meet a zero divisor report it through a copy of their parameters
         lines[3:3] = [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
         lines += ["  }", "}", ""]
@@ -288,9 +288,8 @@ class Unit:
                 stack.extend(x.inputs)
         return fast, [m for m in lp.members if id(m) in need]
 
-    def _body(self, lp: Loop, loads, op_of, inner_st, fast=frozenset(), hoisted=frozenset()) -> list:
-        out, names = self._compute(lp.members, loads, lambda j: f"&s{op_of[j]}[{_index(inner_st[op_of[j]])}]", fast,
-                                   hoisted=hoisted)
+    def _body(self, lp: Loop, loads, load_addr, inner_st, fast=frozenset(), hoisted=frozenset()) -> list:
+        out, names = self._compute(lp.members, loads, load_addr, fast, hoisted=hoisted)
         for k, (m, r) in enumerate(lp.stores):
             out.append(f"s{k}[{_index(inner_st[k])}] = {names[('st', id(m))]};")
         return out

@@ -437,10 +437,7 @@ class Lowerer:
         vals = val if isinstance(val, (list, tuple)) else [val]
         target = node.target
         ok = bool(vals) and all(isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0 and
-                                v.dtype in _DEVICE_SCALAR_DTYPES for v in vals) and \
-            (target in RULES if not isinstance(val, (list, tuple)) else
-             isinstance(target, torch._ops.OpOverload) and target.__name__.startswith("_foreach_") and
-             foreach_single(target) is not None)
+                                v.dtype in _DEVICE_SCALAR_DTYPES for v in vals) and _pointwise(target)
 
         def device_use(u) -> bool:
             if u.op != "call_function":
@@ -449,11 +446,8 @@ class Lowerer:
                 return all(device_use(w) for w in u.users)
             out = u.meta.get("val")
             outs = out if isinstance(out, (list, tuple)) else [out]
-            pointwise = u.target in RULES or (isinstance(u.target, torch._ops.OpOverload) and
-                                              u.target.__name__.startswith("_foreach_") and
-                                              foreach_single(u.target) is not None)
             on_device = bool(outs) and all(isinstance(o, torch.Tensor) and o.device.type == "neuron" for o in outs)
-            return (pointwise and on_device) or self._to_device(u)
+            return (_pointwise(u.target) and on_device) or self._to_device(u)
 
         self.promoted[node] = ok and all(device_use(u) for u in node.users)
         return self.promoted[node]
@@ -470,12 +464,12 @@ class Lowerer:
         if on_host and not (isinstance(v, TRef) and src.meta["val"].device.type == "cpu"):
             return False  # (a device value into a host input: an eager step)
         self.values[node] = dst
+        if on_host:  # (an optimizer's CPU step counts): one host copy after every C step, see output()
+            self.host_write_backs.append((dst, v))
+            return True
         for lp in list(self.open):  # earlier readers of the input go first
             if lp is not self.loop_of.get(v) and any(r.buf is dst.buf for r in lp.refs()):
                 self.close(lp)
-        if on_host:  # (an optimizer's CPU step counts): one host copy at the end, see output()
-            self.host_write_backs.append((dst, v))
-            return True
         loop = self.loop_of.get(v) if isinstance(v, PW) else None
         same_layout = loop is not None and all(r.buf is not dst.buf or (r.stride, r.offset) == (dst.stride, dst.offset)
                                                for r in loop.refs())
@@ -560,6 +554,13 @@ class Lowerer:
 
 # host scalars computed on the device keep their dtype there (float64 would run as float32)
 _DEVICE_SCALAR_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _pointwise(target) -> bool:
+    """A pointwise op with a lowering rule, or a ``_foreach_`` op lowered element by element."""
+    if isinstance(target, torch._ops.OpOverload) and target.__name__.startswith("_foreach_"):
+        return foreach_single(target) is not None
+    return target in RULES
 
 
 class _Stub:
