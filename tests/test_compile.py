@@ -783,6 +783,52 @@ def test_cpu_inputs(neuron):
     assert "Input tensor at index 1 is on cpu device" in proc.stdout
 
 
+def test_cpu_model_runs_as_pytorch_would(neuron):
+    """A CPU model compiled with backend="neuron" (forward and backward, with CPU-only ops such
+    as SDPA's CPU flash-attention backward) runs on the CPU like eager, and says why."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    x = torch.randn(2, 8, 32, requires_grad=True)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(8)
+
+    def f(x):
+        q = k = v = x.view(2, 8, 4, 8).transpose(1, 2)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return layer(x + a.transpose(1, 2).reshape(2, 8, 32), src_mask=mask, is_causal=True).square().mean()
+
+    want = f(x)
+    (gx_want,) = torch.autograd.grad(want, x)
+    got = torch.compile(f, backend="neuron")(x)
+    (gx,) = torch.autograd.grad(got, x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(gx, gx_want)
+    recs = compiled_records()
+    assert [r["graph_type"] for r in recs] == ["dynamo"], recs
+    assert all(r["fallback"] and r["reason"] == "no neuron tensors" for r in recs), recs
+
+
+def test_cpu_attention_in_a_neuron_graph_keeps_its_gradient(neuron):
+    """CPU SDPA inside a graph that also has neuron tensors: PyTorch's decomposition of the CPU
+    flash-attention op (meant for export) feeds its backward the wrong tensor; not used."""
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 8, 8, requires_grad=True)
+    w = torch.randn(2, 4, 8, 8)
+    x = torch.randn(8, device=neuron, requires_grad=True)
+
+    def f(x, q):
+        a = F.scaled_dot_product_attention(q, q.flip(-1), q * 2, is_causal=True)
+        return (a * w).sum() + (x * x).sum().cpu()
+
+    want = f(x, q)
+    gw = torch.autograd.grad(want, (x, q))
+    got = torch.compile(f, backend="neuron", options={"fallback_execution": True})(x, q)
+    g = torch.autograd.grad(got, (x, q))
+    assert got.device == want.device  # a CPU result stays on the CPU
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(g[0], gw[0])
+    torch.testing.assert_close(g[1], gw[1])
+
+
 def test_graph_constants_and_rng_state_calls(neuron):
     def f(x):
         torch.neuron.manual_seed(7)  # host state: a graph break, run eagerly

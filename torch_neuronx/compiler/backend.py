@@ -43,8 +43,11 @@ def _decompositions():
     whole, so compiled code computes what eager computes."""
     from torch._decomp import core_aten_decompositions
 
+    # CPU flash attention's decomposition (meant for export) returns the attention weights where
+    # the op returns its logsumexp, which the op's backward then reads: wrong gradients
+    wrong_for_training = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default}
     return {op: fn for op, fn in core_aten_decompositions().items()
-            if isinstance(op, torch._ops.OpOverload) and not has_native_kernel(op)}
+            if isinstance(op, torch._ops.OpOverload) and not has_native_kernel(op) and op not in wrong_for_training}
 
 
 _DECOMPS = None
@@ -68,12 +71,36 @@ def _aot_names():
         return "0", "graph", 0
 
 
+def _has_neuron_tensors(gm: torch.fx.GraphModule) -> bool:
+    """Whether any value of `gm` (input, intermediate or constant) is a neuron tensor: a graph
+    with none (a CPU model compiled with this backend) is not ours to lower, and its CPU-only
+    ops (e.g. SDPA's CPU flash-attention backward) would otherwise fail the lowering."""
+    from torch.utils._pytree import tree_leaves
+
+    def on_neuron(v):
+        return isinstance(v, torch.Tensor) and v.device.type == "neuron"
+
+    for node in gm.graph.nodes:  # "val": AOTAutograd's graphs; "example_value": Dynamo's
+        val = getattr(gm, node.target, None) if node.op == "get_attr" else \
+            node.meta.get("val", node.meta.get("example_value"))
+        if any(on_neuron(v) for v in tree_leaves(val)):
+            return True
+    return False
+
+
 class _GraphCompiler:
     """Compiles the graphs of one Dynamo frame (forward, backward or inference)."""
 
     def __init__(self, model_name: str, fallback: bool):
         self.model_name = model_name
         self.fallback = fallback
+
+    @staticmethod
+    def _not_ours(gm, rec):
+        """A graph with nothing on neuron runs as PyTorch would run it (eagerly, on its device)."""
+        rec.fallback, rec.reason = True, "no neuron tensors"
+        metrics.commit(rec)
+        return EagerGraph(gm)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs, graph_type: str, name: str | None = None):
         if name is None:
@@ -82,6 +109,8 @@ class _GraphCompiler:
             name = f"{self.model_name}_{aot_id}_{graph_type}_{nth}"
         rec = metrics.new_record(name, self.model_name, graph_type, gm)
         t0 = time.perf_counter()
+        if not _has_neuron_tensors(gm):
+            return self._not_ours(gm, rec)
         try:
             prog = lower(gm, _donated() if graph_type == "backward" else ())
             prog.releases_inputs = graph_type == "backward"
@@ -99,10 +128,8 @@ class _GraphCompiler:
             return EagerGraph(gm)
         t1 = time.perf_counter()
         rec.lowering_us = (t1 - t0) * 1e6
-        if prog.device is None:  # nothing on neuron: not ours to compile
-            rec.fallback, rec.reason = True, "no neuron tensors"
-            metrics.commit(rec)
-            return EagerGraph(gm)
+        if prog.device is None:  # no neuron value left after lowering
+            return self._not_ours(gm, rec)
         source, tables, ints = generate(prog, name)
         t2 = time.perf_counter()
         rec.codegen_us = (t2 - t1) * 1e6
@@ -210,6 +237,10 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
     compiler = _GraphCompiler(str(options.get("model_name", "model")), fallback)
     if _DECOMPS is None:
         _DECOMPS = _decompositions()
+    if not _has_neuron_tensors(gm):  # a CPU model: run as captured, as backend="eager" would
+        rec = metrics.new_record(f"{compiler.model_name}_dynamo", compiler.model_name, "dynamo", gm)
+        compiler._not_ours(gm, rec)
+        return gm.forward
     mark = metrics.frame_start()
     fn = aot_autograd(
         fw_compiler=lambda g, ex: compiler(g, ex, "forward"),

@@ -383,7 +383,7 @@ class Lowerer:
         if _is_view(target) and self.view(node):
             return
         lower = externs.LOWERINGS.get(target)
-        if lower is not None and lower(self, node):
+        if lower is not None and not _host_only(node) and lower(self, node):
             return
         physical = _LAZY_BIT_VIEWS.get(target)
         self.eager(node, fn=physical, name=_op_name(physical) if physical else None)
@@ -511,7 +511,8 @@ class Lowerer:
         """An Eager step running `node` (or `fn` with its arguments) through the dispatcher
         (`collective`: recorded as a collective rather than an eager op)."""
         target = node.target
-        if fn is None and isinstance(target, torch._ops.OpOverload) and not has_native_kernel(target):
+        if fn is None and not _host_only(node) and isinstance(target, torch._ops.OpOverload) and \
+                not has_native_kernel(target):
             raise UnsupportedOp(node, "has no native neuron kernel, no lowering and no decomposition "
                                       "(eager mode would run it through the CPU fallback)")
 
@@ -554,6 +555,14 @@ class Lowerer:
 
 # host scalars computed on the device keep their dtype there (float64 would run as float32)
 _DEVICE_SCALAR_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _host_only(node) -> bool:
+    """Whether every tensor `node` reads or returns is a CPU tensor: it runs on the host, as in
+    eager (a CPU value of a mixed graph: neither a device kernel nor a fallback)."""
+    ins = [a.meta.get("val") for a in tree_leaves((node.args, node.kwargs)) if isinstance(a, torch.fx.Node)]
+    metas = [m for m in tree_leaves((ins, node.meta.get("val"))) if isinstance(m, torch.Tensor)]
+    return bool(metas) and all(m.device.type == "cpu" for m in metas)
 
 
 def _pointwise(target) -> bool:
