@@ -231,10 +231,17 @@ void vnc_sgemm_rows(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, f
   sgemm_args g = {trans_a, trans_b, M,  N,   K,   TILE_M, N,           1,           alpha, beta,
                   A,       B,       C,  lda, ldb, ldc,    epilogue,    epilogue_ctx, row0};
   if ((double)M * (double)N * (double)K > (double)(1 << 28)) g.tm = 2 * TILE_M; /* repack B less often */
-  const int64_t ntm = (M + g.tm - 1) / g.tm;
+  int64_t ntm = (M + g.tm - 1) / g.tm;
   if (ntm < 4 && N > TILE_N && !epilogue) { /* an epilogue needs whole rows */
     g.tn = TILE_N;
     g.ntn = (N + TILE_N - 1) / TILE_N;
+  }
+  if (ntm * g.ntn < 4 && 2 * M * N * K >= (int64_t)1 << 23) {
+    /* few rows (a weight gradient's out x in): 4 row tiles of a multiple of 8 rows, so 2 or
+     * 4 threads share the work evenly (3 tiles on 2 threads leave one idle a third of it) */
+    const int64_t want = (4 + g.ntn - 1) / g.ntn;
+    g.tm = ((M + want - 1) / want + 7) / 8 * 8;
+    ntm = (M + g.tm - 1) / g.tm;
   }
   const int64_t tiles = ntm * g.ntn;
   /* Each tile must be worth a task: about 1 MFLOP. */
