@@ -71,7 +71,7 @@ def _aot_names():
         return "0", "graph", 0
 
 
-def _has_neuron_tensors(gm: torch.fx.GraphModule) -> bool:
+def _has_neuron_tensors(gm: torch.fx.GraphModule, example_inputs=()) -> bool:
     """Whether any value of `gm` (input, intermediate or constant) is a neuron tensor: a graph
     with none (a CPU model compiled with this backend) is not ours to lower, and its CPU-only
     ops (e.g. SDPA's CPU flash-attention backward) would otherwise fail the lowering."""
@@ -80,6 +80,8 @@ def _has_neuron_tensors(gm: torch.fx.GraphModule) -> bool:
     def on_neuron(v):
         return isinstance(v, torch.Tensor) and v.device.type == "neuron"
 
+    if any(on_neuron(v) for v in example_inputs):
+        return True
     for node in gm.graph.nodes:  # "val": AOTAutograd's graphs; "example_value": Dynamo's
         val = getattr(gm, node.target, None) if node.op == "get_attr" else \
             node.meta.get("val", node.meta.get("example_value"))
@@ -109,7 +111,7 @@ class _GraphCompiler:
             name = f"{self.model_name}_{aot_id}_{graph_type}_{nth}"
         rec = metrics.new_record(name, self.model_name, graph_type, gm)
         t0 = time.perf_counter()
-        if not _has_neuron_tensors(gm):
+        if not _has_neuron_tensors(gm, example_inputs):
             return self._not_ours(gm, rec)
         try:
             prog = lower(gm, _donated() if graph_type == "backward" else ())
@@ -237,7 +239,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
     compiler = _GraphCompiler(str(options.get("model_name", "model")), fallback)
     if _DECOMPS is None:
         _DECOMPS = _decompositions()
-    if not _has_neuron_tensors(gm):  # a CPU model: run as captured, as backend="eager" would
+    if not _has_neuron_tensors(gm, example_inputs):  # a CPU model: run as captured, as backend="eager" would
         rec = metrics.new_record(f"{compiler.model_name}_dynamo", compiler.model_name, "dynamo", gm)
         compiler._not_ours(gm, rec)
         return gm.forward
