@@ -829,6 +829,72 @@ def test_cpu_attention_in_a_neuron_graph_keeps_its_gradient(neuron):
     torch.testing.assert_close(g[1], gw[1])
 
 
+def test_cpu_constants_created_in_the_graph(neuron):
+    """A CPU float constant made inside the compiled code (the scaled-attention idiom
+    ``/ torch.sqrt(torch.tensor(d))``) is read by the generated code: forward and backward."""
+    def f(q, k):
+        s = q @ k.transpose(-1, -2) / torch.sqrt(torch.tensor(q.shape[-1], dtype=torch.float32))
+        return (s.softmax(-1) * torch.tensor(3.0)).sum(-1)
+
+    q = torch.randn(2, 5, 8, device=neuron, requires_grad=True)
+    k = torch.randn(2, 5, 8, device=neuron, requires_grad=True)
+    want = f(q, k)
+    gw = torch.autograd.grad(want.sum(), (q, k))
+    got = torch.compile(f, backend="neuron")(q, k)
+    g = torch.autograd.grad(got.sum(), (q, k))
+    assert_bitwise_equal(got, want)
+    for a, b in zip(g, gw):
+        torch.testing.assert_close(a, b)
+    assert_compiled()
+
+
+@pytest.mark.parametrize("case", ["nonzero", "masked_select", "bool_index_backward", "item_slice"])
+def test_data_dependent_sizes_run_eagerly(neuron, case):
+    """Sizes known only at run time (unbacked symbols, under Dynamo's opt-in capture flags):
+    the graph runs eagerly on neuron, with one warning and a metrics record, never a crash."""
+    fns = {
+        "nonzero": lambda a: torch.nonzero(a > 0),
+        "masked_select": lambda a: a.masked_select(a > 0) * 2,
+        "bool_index_backward": lambda a: (a[a > 0] ** 2).sum(),
+        "item_slice": lambda a: a[: (a > 0).sum().item()] + 1,
+    }
+    f = fns[case]
+    x = torch.randn(6, 4, device=neuron, requires_grad=case == "bool_index_backward")
+    want = f(x)
+    with pytest.warns(UserWarning, match="unbacked symbols"), \
+            torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True):
+        got = torch.compile(f, backend="neuron")(x)
+    assert_bitwise_equal(got, want)
+    if case == "bool_index_backward":
+        (g,) = torch.autograd.grad(got, x)
+        (gw,) = torch.autograd.grad(want, x)
+        assert_bitwise_equal(g, gw)
+    assert any(r["reason"].startswith("data-dependent sizes") for r in compiled_records())
+    assert not torch_neuronx.get_fallback_ops()  # eager on neuron, not through the CPU fallback
+
+
+def test_exit_after_compiled_training_is_quiet(neuron):
+    """Generated code still loaded at interpreter exit unloads without an ignored exception."""
+    proc = run_py("""
+        import torch, torch.nn as nn, torch_neuronx
+        m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 3)).to("neuron")
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        def step(x, y):
+            opt.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            opt.step()
+            return loss.detach()
+        cstep = torch.compile(step, backend="neuron")
+        for i in range(3):
+            cstep(torch.randn(6, 4, device="neuron"), torch.randint(0, 3, (6,), device="neuron"))
+        print("done")
+    """)
+    assert "done" in proc.stdout
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
 def test_graph_constants_and_rng_state_calls(neuron):
     def f(x):
         torch.neuron.manual_seed(7)  # host state: a graph break, run eagerly

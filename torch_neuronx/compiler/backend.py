@@ -90,6 +90,17 @@ def _has_neuron_tensors(gm: torch.fx.GraphModule, example_inputs=()) -> bool:
     return False
 
 
+def _data_dependent(gm: torch.fx.GraphModule) -> bool:
+    """Whether a value of `gm` has a size only known when the graph runs (an unbacked symbol:
+    nonzero, masked_select, unique, boolean indexing under Dynamo's
+    ``capture_dynamic_output_shape_ops``; ``.item()`` sizes under ``capture_scalar_outputs``)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    from torch.utils._pytree import tree_leaves
+
+    return any(free_unbacked_symbols(v) for n in gm.graph.nodes for v in tree_leaves(n.meta.get("val"))
+               if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)))
+
+
 class _GraphCompiler:
     """Compiles the graphs of one Dynamo frame (forward, backward or inference)."""
 
@@ -113,6 +124,12 @@ class _GraphCompiler:
         t0 = time.perf_counter()
         if not _has_neuron_tensors(gm, example_inputs):
             return self._not_ours(gm, rec)
+        if _data_dependent(gm):  # no size to specialise on before it runs: eager kernels, recorded
+            _warn_once(("data-dependent", name), f"torch.compile(backend='neuron'): graph {name} has sizes that depend "
+                       "on tensor values (unbacked symbols); it runs eagerly, op by op on neuron")
+            rec.fallback, rec.reason = True, "data-dependent sizes (unbacked symbols): run eagerly"
+            metrics.commit(rec)
+            return EagerGraph(gm)
         try:
             prog = lower(gm, _donated() if graph_type == "backward" else ())
             prog.releases_inputs = graph_type == "backward"

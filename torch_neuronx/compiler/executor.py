@@ -100,8 +100,11 @@ class CompiledGraph:
             if b.kind == "alloc" and b.id in keep and b.id not in first:
                 self.plan.insert(0, ("noop", None, None, [b], []))
         # constants the graph holds; those on the host that C steps read move to the device once
-        self.consts = [(b, t.to(self.device) if t.device.type == "cpu" and b in used_by_c else t)
-                       for b, t in prog.consts.items()]
+        # (real copies: AOTAutograd compiles under its FakeTensorMode, which would make them fake)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        with unset_fake_temporarily():
+            self.consts = [(b, t.to(self.device) if t.device.type == "cpu" and b in used_by_c else t)
+                           for b, t in prog.consts.items()]
         self.cpu_checked = [b for b in prog.inputs if b is not None and b.id in used_by_c]
         self.nbuf = nbuf
 

@@ -76,6 +76,7 @@ class Module:
     """A loaded shared object of generated code; unloaded when the last user releases it."""
 
     def __init__(self, source: str, name: str):
+        self._release = _C._jit_release  # held: at interpreter exit the module's _C may be None first
         self.handle, self.cache_hit = _C._jit_compile(source, name, include_dirs(), cflags(), cache_dir(), None)
         self.path = _C._jit_path(self.handle)
 
@@ -88,7 +89,7 @@ class Module:
     def __del__(self):
         h = getattr(self, "handle", None)
         if h:
-            _C._jit_release(h)
+            self._release(h)
             self.handle = None
 
 
