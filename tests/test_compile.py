@@ -337,11 +337,14 @@ def test_row_epilogues_need_finished_rows(neuron):
     assert [(r["row_epilogue_ops"], r["row_prologue_ops"]) for r in recs] == [(["aten::_softmax"], [])], recs
 
 
-def test_gpt_graphs_fuse_gemm_epilogues():
+def test_gpt_graphs_fuse_gemm_epilogues(tmp_path, monkeypatch):
     """The main job's GPT: per block, the attention projection's and the MLP output's residual
     adds and the MLP's GELU run as GEMM epilogues (forward), and GELU backward (backward); in
     the backward, the residual gradient add after both layer norms' dx runs in the layer norm
-    kernel (and, forward, the embedding add before the first layer norm)."""
+    kernel (and, forward, the embedding add before the first layer norm), and the attention
+    kernel writes dq, dk and dv straight into the QKV gradient (the cat copies nothing)."""
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     torch.manual_seed(0)
     model = TinyGPT(96, 64, 2, 4, 32).to("neuron")
     idx = torch.randint(0, 96, (4, 33)).to("neuron")
@@ -354,6 +357,9 @@ def test_gpt_graphs_fuse_gemm_epilogues():
     # the token + position embedding add is computed row by row inside the first layer norm
     assert {r["graph_type"]: r["row_prologue_ops"] for r in recs} == {"forward": ["aten::native_layer_norm"],
                                                                      "backward": []}
+    (backward,) = tmp_path.glob("*backward*.c")
+    src = backward.read_text()
+    assert src.count("vnc_rt->attention_backward(") == 2 and "vnc_rt->copy(" not in src
 
 
 def test_lazy_bit_views(neuron):

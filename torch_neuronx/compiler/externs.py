@@ -7,6 +7,8 @@ the eager glue (csrc/) passes for the same op, so compiled results equal eager's
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from .ir import Extern, Reduce, TRef, c_double, dtype_num
@@ -654,6 +656,33 @@ def _sdpa(lw, node) -> bool:
     return True
 
 
+def _cat_pieces(lw, node, n, ok):
+    """Where the first `n` outputs of `node` (a kernel that writes strided outputs) can go: the
+    slices of their cat's memory, allocated now, when each output's only use is that one cat,
+    which takes them alone and in order (the QKV gradient, cat([dq, dk, dv], -1)), and
+    `ok(size, stride)` accepts every slice; the cat then copies nothing (`Lowerer.placed`).
+    None otherwise."""
+    gets = {u.args[1]: u for u in node.users if u.op == "call_function" and u.target is operator.getitem}
+    items = [gets.get(i) for i in range(n)]
+    if any(g is None or len(g.users) != 1 for g in items):
+        return None
+    cat = next(iter(items[0].users))
+    if cat.target is not aten.cat.default or list(cat.args[0]) != items:
+        return None
+    out = cat.meta["val"]
+    dim = (cat.args[1] if len(cat.args) > 1 else cat.kwargs.get("dim", 0)) % out.dim()
+    metas = [g.meta["val"] for g in items]
+    if any(m.dtype != out.dtype or m.dim() != out.dim() for m in metas):
+        return None
+    sizes = [tuple(m.shape[dim] if d == dim else s for d, s in enumerate(out.shape)) for m in metas]
+    if not all(ok(size, tuple(out.stride())) for size in sizes):
+        return None
+    rc = lw.fresh_ref(out)
+    lw.placed[cat] = rc
+    offsets = [sum(m.shape[dim] for m in metas[:i]) * rc.stride[dim] for i in range(n)]
+    return [TRef(rc.buf, rc.dtype, size, rc.stride, off) for size, off in zip(sizes, offsets)]
+
+
 def _sdpa_backward(lw, node) -> bool:
     go, q, k, v, bias, mask, out, lse = node.args[:8]
     a = list(node.args) + [None] * 20
@@ -667,7 +696,8 @@ def _sdpa_backward(lw, node) -> bool:
     rb = _bias_ref(lw, bias, rq.size, rk.size)
     if rb is False or (rb is not None and mask[3]):  # the bias gradient: eager's kernel
         return False
-    dq, dk, dv = (lw.fresh_ref(m) for m in metas[:3])
+    # the kernel writes rows at any strides: straight into the QKV gradient's cat when it can
+    dq, dk, dv = _cat_pieces(lw, node, 3, _rows_ok) or (lw.fresh_ref(m) for m in metas[:3])
     name = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
     emit = lambda ad: [_attention_args(ad, rq, rk, rv, causal, scale, rb),  # noqa: E731
                        f"vnc_attn_operand go = {_operand(ad(rgo), rgo)}, o = {_operand(ad(ro), ro)}, "

@@ -142,6 +142,7 @@ class Lowerer:
         self.prog = Program()
         self.values = {}
         self.open = []  # open fusion groups (Loop), oldest first
+        self.placed = {}  # node -> TRef: a value its inputs' producer already wrote (externs._cat_pieces)
         self.loop_of = {}  # PW -> Loop
         self.nodes_of = {}  # id(PW) -> fx nodes whose value it is
         self.meta_of = {}  # id(PW) -> its fake tensor (layout of a stored value)
@@ -353,6 +354,9 @@ class Lowerer:
             self.values[node] = out
             return
         if target in _ASSERTS:
+            return
+        if node in self.placed:
+            self.values[node] = self.placed.pop(node)
             return
         if target is operator.getitem:
             v = self.values[node] = self.values[node.args[0]][node.args[1]]
