@@ -901,6 +901,27 @@ def test_exit_after_compiled_training_is_quiet(neuron):
     assert "Exception ignored" not in proc.stderr, proc.stderr
 
 
+def test_one_hot_and_assert_async(neuron):
+    """F.one_hot traces a range check (aten::_assert_async.msg): checked on the host when the graph
+    runs, with CPU PyTorch's error for an out-of-range class (eager neuron reports its scatter's
+    IndexError asynchronously instead); the process stays usable."""
+    def f(y, z):
+        return -(F.one_hot(y, 5).float() * z.log_softmax(-1)).sum(-1).mean()
+
+    z = torch.randn(4, 5, device=neuron)
+    y = torch.tensor([0, 3, 4, 1], device=neuron)
+    cf = torch.compile(f, backend="neuron")
+    assert_bitwise_equal(cf(y, z), f(y, z))
+    bad = torch.tensor([0, 3, 5, 1], device=neuron)
+    with pytest.raises(RuntimeError) as cpu_error:
+        f(bad.cpu(), z.cpu())
+    with pytest.raises(RuntimeError) as compiled_error:
+        cf(bad, z)
+    assert str(cpu_error.value) in str(compiled_error.value), (compiled_error.value, cpu_error.value)
+    assert_bitwise_equal(cf(y, z), f(y, z))
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def test_graph_constants_and_rng_state_calls(neuron):
     def f(x):
         torch.neuron.manual_seed(7)  # host state: a graph break, run eagerly

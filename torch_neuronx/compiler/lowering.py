@@ -101,6 +101,17 @@ _ASSERTS = {getattr(aten, n).default for n in ("_assert_scalar", "sym_constrain_
             if hasattr(aten, n)}
 
 
+def _assert_async(cond, assert_msg="Expected Tensor with single nonzero value, but got zero"):
+    """``aten::_assert_async`` (F.one_hot's range check, a user's torch._assert_async) as an
+    eager step: the condition is read on the host when the step runs, and a false one raises
+    eager's error there."""
+    if not bool(cond.item()):
+        raise RuntimeError(assert_msg)
+
+
+_HOST_CHECKS = {aten._assert_async.default: _assert_async, aten._assert_async.msg: _assert_async}
+
+
 class Program:
     """The lowered graph: ``steps`` in order, ``buffers``, ``inputs`` (placeholder buffers by
     argument position; None for non-tensor arguments), ``outputs`` (pytree of TRef / value)."""
@@ -388,6 +399,9 @@ class Lowerer:
             return
         lower = externs.LOWERINGS.get(target)
         if lower is not None and not _host_only(node) and lower(self, node):
+            return
+        if target in _HOST_CHECKS:
+            self.eager(node, fn=_HOST_CHECKS[target], name=_op_name(target))
             return
         physical = _LAZY_BIT_VIEWS.get(target)
         self.eager(node, fn=physical, name=_op_name(physical) if physical else None)
