@@ -1014,6 +1014,21 @@ def test_two_processes_compile_at_once_then_a_third_hits_the_cache(tmp_path):
     assert leftovers == []
 
 
+def test_damaged_cache_entries_are_rebuilt(tmp_path):
+    """A cached object cut short (a full disk, a killed copy) or overwritten is compiled again,
+    not a failure on every later run."""
+    first = _run_cache_script(tmp_path)[0]
+    objects = list(tmp_path.rglob("*.so"))
+    assert objects and first["compiles"] == len(objects)
+    objects[0].write_bytes(objects[0].read_bytes()[:100])  # truncated
+    for o in objects[1:]:
+        o.write_bytes(b"\0" * o.stat().st_size)  # garbage of the right size
+    again = _run_cache_script(tmp_path)[0]
+    assert again["loss"] == first["loss"] and again["compiles"] == len(objects), again
+    third = _run_cache_script(tmp_path)[0]
+    assert third["compiles"] == 0 and all(third["hits"]), third
+
+
 # ---------------------------------------------------------------- random graphs
 
 UNARY = [torch.exp, torch.tanh, torch.sigmoid, torch.abs, torch.neg, F.relu, F.silu, torch.sqrt, torch.floor]

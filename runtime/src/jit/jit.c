@@ -277,6 +277,24 @@ static vnc_status load(const char *path, const char *key, vnc_jit_module **out) 
   return VNC_OK;
 }
 
+/* Compiles `source` (written to src) into the cache entry so (through a temporary file and rename). */
+static vnc_status build(const vnc_jit_options *o, const char *source, const char *src, const char *so) {
+  if (write_atomic(src, source, strlen(source)) != 0)
+    return vnc_set_error(VNC_ERR_INTERNAL, "could not write %s: %s", src, strerror(errno));
+  char tmp[PATHBUF], errors[4096] = "";
+  pathf(tmp, "%s.tmp-%ld-%lx.so", so, (long)getpid(), (unsigned long)vnc_now_ns()); /* fits: checked by the caller */
+  if (run_compiler(o, src, tmp, errors, sizeof errors) != 0) {
+    unlink(tmp);
+    return vnc_set_error(VNC_ERR_KERNEL, "C compilation of %s failed: %s\ngenerated source kept at %s",
+                         o->name ? o->name : "generated code", errors, src);
+  }
+  if (rename(tmp, so) != 0) {
+    unlink(tmp);
+    return vnc_set_error(VNC_ERR_INTERNAL, "could not store %s: %s", so, strerror(errno));
+  }
+  return VNC_OK;
+}
+
 vnc_status vnc_jit_compile(const char *source, const vnc_jit_options *o, vnc_jit_module **out, int *cache_hit) {
   if (!source || !o || !o->cache_dir || !out)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "vnc_jit_compile: source, options.cache_dir and out are required");
@@ -321,25 +339,23 @@ vnc_status vnc_jit_compile(const char *source, const vnc_jit_options *o, vnc_jit
       write_atomic(kept, source, strlen(source));
   }
   int hit = access(so, R_OK) == 0;
-  if (!hit) {
-    if (write_atomic(src, source, strlen(source)) != 0)
-      return vnc_set_error(VNC_ERR_INTERNAL, "could not write %s: %s", src, strerror(errno));
-    char tmp[PATHBUF], errors[4096] = "";
-    pathf(tmp, "%s.tmp-%ld-%lx.so", so, (long)getpid(), (unsigned long)vnc_now_ns()); /* fits: checked above */
-    if (run_compiler(o, src, tmp, errors, sizeof errors) != 0) {
-      unlink(tmp);
-      return vnc_set_error(VNC_ERR_KERNEL, "C compilation of %s failed: %s\ngenerated source kept at %s",
-                           o->name ? o->name : "generated code", errors, src);
-    }
-    if (rename(tmp, so) != 0) {
-      unlink(tmp);
-      return vnc_set_error(VNC_ERR_INTERNAL, "could not store %s: %s", so, strerror(errno));
-    }
-  }
+  vnc_status st = hit ? VNC_OK : build(o, source, src, so);
+  if (st != VNC_OK) return st;
   pthread_mutex_lock(&jit_lock);
-  if (hit) stats.disk_hits++;
-  vnc_status st = load(so, key, out);
+  st = load(so, key, out);
+  if (st == VNC_OK && hit) stats.disk_hits++;
   pthread_mutex_unlock(&jit_lock);
+  if (st != VNC_OK && hit) {
+    /* a damaged cache entry (truncated by a full disk or a killed copy, overwritten): the
+     * cache may be deleted at any time, so it is rebuilt rather than failing every run */
+    unlink(so);
+    hit = 0;
+    st = build(o, source, src, so);
+    if (st != VNC_OK) return st;
+    pthread_mutex_lock(&jit_lock);
+    st = load(so, key, out);
+    pthread_mutex_unlock(&jit_lock);
+  }
   if (cache_hit) *cache_hit = hit;
   return st;
 }
