@@ -922,6 +922,33 @@ def test_one_hot_and_assert_async(neuron):
     assert torch_neuronx.get_fallback_ops() == []
 
 
+def test_checkpoint_with_dropout(neuron):
+    """torch.utils.checkpoint around random ops (dropout): the masks are saved rather than
+    recomputed (PyTorch recomputes them only on cuda/cpu/hpu/xpu), so the backward uses the
+    forward's masks; with one seed, output and gradients equal eager's bit for bit."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 16).to(neuron)
+
+    def block(x):
+        return F.dropout(F.gelu(lin(F.dropout(x, p=0.3, training=True))), p=0.2, training=True)
+
+    def f(x):
+        return checkpoint(block, x, use_reentrant=False).square().sum()
+
+    x = torch.randn(8, 16, device=neuron, requires_grad=True)
+    results = []
+    for fn in (f, torch.compile(f, backend="neuron")):
+        torch.neuron.manual_seed(123)
+        out = fn(x)
+        grads = torch.autograd.grad(out, (x, lin.weight))
+        results.append((out, *grads))
+    for got, want in zip(results[1], results[0]):
+        assert_bitwise_equal(got, want)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def test_graph_constants_and_rng_state_calls(neuron):
     def f(x):
         torch.neuron.manual_seed(7)  # host state: a graph break, run eagerly

@@ -101,6 +101,26 @@ def _data_dependent(gm: torch.fx.GraphModule) -> bool:
                if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)))
 
 
+def _partition(joint: torch.fx.GraphModule, joint_inputs, **kwargs):
+    """PyTorch's min-cut partitioner, after retagging the random ops of checkpointed regions
+    (``torch.utils.checkpoint``) to be saved, not recomputed: recomputing them needs PyTorch's
+    run_and_save_rng_state / run_with_rng_state, which it implements for cuda, cpu, hpu and xpu
+    only. The backward then reads the forward's random values (dropout masks): eager's values,
+    at the memory of one saved tensor per random op."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    recompute = (CheckpointPolicy.MUST_RECOMPUTE, CheckpointPolicy.PREFER_RECOMPUTE)
+    for node in joint.graph.nodes:
+        if node.meta.get("recompute") in recompute and \
+                torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            # a tensor result is saved; a tuple's (native_dropout's) tensors are, through its getitems
+            tuple_out = not isinstance(node.meta.get("val"), torch.Tensor)
+            node.meta["recompute"] = CheckpointPolicy.PREFER_SAVE if tuple_out else CheckpointPolicy.MUST_SAVE
+            for user in node.users if tuple_out else ():
+                user.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+    return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+
 class _GraphCompiler:
     """Compiles the graphs of one Dynamo frame (forward, backward or inference)."""
 
@@ -267,7 +287,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         inference_compiler=lambda g, ex: compiler(g, ex, "inference"),
         decompositions=_DECOMPS,
         # saves fewer activations; pointwise ops are recomputed inside the backward's fused loops
-        partition_fn=min_cut_rematerialization_partition,
+        partition_fn=_partition,
         # inference graphs keep their input mutations (optimizer steps, in-place updates) as
         # copy_ nodes, which the lowering writes from the fused loops into the inputs' memory
         keep_inference_input_mutations=True,
