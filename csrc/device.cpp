@@ -4,6 +4,7 @@
 #include "neuron.h"
 #include "gate.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -157,13 +158,23 @@ NeuronAllocator g_allocator;
 
 // ---------------------------------------------------------------- pinned host memory
 
-struct PinnedAllocator final : public at::Allocator {
+// The neuron device type's host allocator (pin_memory(), torch.accelerator's host-memory calls):
+// page-aligned blocks returned to the system when freed, so there is no cache to empty.
+struct PinnedAllocator final : public at::HostAllocator {
   static std::mutex& mu() { static std::mutex m; return m; }
   static std::map<uintptr_t, size_t>& ranges() { static std::map<uintptr_t, size_t> r; return r; }
+  static at::HostStats& stats() { static at::HostStats s; return s; }  // guarded by mu()
   static void deleter(void* p) {
     {
       std::lock_guard<std::mutex> g(mu());
-      ranges().erase(reinterpret_cast<uintptr_t>(p));
+      auto it = ranges().find(reinterpret_cast<uintptr_t>(p));
+      if (it != ranges().end()) {
+        at::HostStats& st = stats();
+        for (auto* stat : {&st.active_requests, &st.allocations}) stat->decrease(1);
+        for (auto* stat : {&st.active_bytes, &st.allocated_bytes}) stat->decrease(it->second);
+        st.num_host_free++;
+        ranges().erase(it);
+      }
     }
     std::free(p);
   }
@@ -174,8 +185,31 @@ struct PinnedAllocator final : public at::Allocator {
                        "could not allocate ", n, " bytes of pinned host memory");
       std::lock_guard<std::mutex> g(mu());
       ranges()[reinterpret_cast<uintptr_t>(p)] = n;
+      at::HostStats& st = stats();
+      for (auto* stat : {&st.active_requests, &st.allocations}) stat->increase(1);
+      for (auto* stat : {&st.active_bytes, &st.allocated_bytes}) stat->increase(n);
+      st.num_host_alloc++;
     }
     return {p, p, &deleter, c10::Device(c10::DeviceType::CPU)};
+  }
+  bool record_event(void*, void*, c10::Stream) override { return true; }  // blocks are not reused
+  void empty_cache() override {}
+  at::HostStats get_stats() override {
+    std::lock_guard<std::mutex> g(mu());
+    return stats();
+  }
+  void reset_accumulated_stats() override {
+    std::lock_guard<std::mutex> g(mu());
+    at::HostStats& st = stats();
+    for (auto* stat : {&st.active_requests, &st.active_bytes, &st.allocations, &st.allocated_bytes})
+      stat->reset_accumulated();
+    st.num_host_alloc = st.num_host_free = 0;
+  }
+  void reset_peak_stats() override {
+    std::lock_guard<std::mutex> g(mu());
+    at::HostStats& st = stats();
+    for (auto* stat : {&st.active_requests, &st.active_bytes, &st.allocations, &st.allocated_bytes})
+      stat->reset_peak();
   }
   at::DeleterFnPtr raw_deleter() const override { return &deleter; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -192,6 +226,7 @@ struct PinnedAllocator final : public at::Allocator {
 };
 
 PinnedAllocator g_pinned;
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_pinned)
 
 // ---------------------------------------------------------------- generator
 

@@ -736,6 +736,9 @@ def test_mode_and_options(neuron):
     with pytest.raises(Exception, match="unknown option"):
         torch._dynamo.reset()
         torch.compile(lambda x: x - 1, backend="neuron", options={"no_such_option": 1})(torch.ones(4, device=neuron))
+    with pytest.raises(Exception, match="fallback_execution must be True or False, got 'no'"):
+        torch._dynamo.reset()
+        torch.compile(lambda x: x - 2, backend="neuron", options={"fallback_execution": "no"})(torch.ones(4, device=neuron))
 
 
 def test_dropout_reproducible_and_equal_to_eager(neuron):
@@ -967,6 +970,30 @@ def test_stream_calls_inside_compiled_region(neuron):
 
     x = torch.randn(16, device=neuron)
     assert_bitwise_equal(torch.compile(f, backend="neuron")(x), f(x))
+
+
+def test_event_and_stream_calls_in_the_graph(neuron):
+    """Event.record / Event.synchronize / Stream.synchronize inside a compiled function: Dynamo
+    puts them in the graph (control_deps around the streams ops); they run in order between the
+    compiled steps, on the stream."""
+    done = torch.neuron.Event(enable_timing=True)
+
+    def f(x):
+        y = torch.exp(x) * 2
+        done.record()
+        torch.accelerator.current_stream().synchronize()
+        ev = torch.neuron.Event()
+        ev.record()
+        ev.synchronize()
+        return y + 1
+
+    x = torch.randn(1 << 16, device=neuron)
+    start = torch.neuron.Event(enable_timing=True)
+    start.record()
+    got = torch.compile(f, backend="neuron")(x)
+    torch.neuron.synchronize()
+    assert done.query() and start.elapsed_time(done) >= 0
+    assert_bitwise_equal(got, f(x))
 
 
 def test_kernel_error_surfaces_at_sync_naming_the_graph(neuron):

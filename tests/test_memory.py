@@ -121,3 +121,23 @@ def test_tensor_resize(neuron):
     assert x.numel() == 0
     with pytest.raises(RuntimeError, match="negative dimension"):
         x.resize_(-1)
+
+
+def test_host_allocator_calls(neuron):
+    """torch.accelerator's host-memory calls reach the neuron host allocator (pinned memory; it
+    caches nothing): empty_host_cache after device use and with live pinned tensors (was a
+    segfault: no host allocator registered), pinned tensors still valid and copyable after."""
+    proc = run_py("""
+        import torch, torch_neuronx
+        x = torch.ones(3, device="neuron")
+        p = torch.arange(1000.0).pin_memory()
+        assert p.is_pinned()
+        torch.accelerator.empty_host_cache()
+        y = p.to("neuron", non_blocking=True)
+        torch.neuron.synchronize()
+        assert torch.equal(y.cpu(), torch.arange(1000.0)) and torch.equal(x.cpu(), torch.ones(3))
+        del p
+        torch.accelerator.empty_host_cache()
+        print("ok")
+    """)
+    assert proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr

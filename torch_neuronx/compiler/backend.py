@@ -260,7 +260,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         The compiled callable (AOTAutograd's forward; the backward compiles on first use).
 
     Raises:
-        ValueError: an unknown option.
+        ValueError: an unknown option, or a fallback_execution that is not a bool.
         UnsupportedOp (through Dynamo's BackendCompilerFailed): an op with no native kernel,
             lowering or decomposition, unless fallback execution is on.
     """
@@ -272,7 +272,10 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
                          f"supported: {sorted(_OPTIONS)}")
     if mode not in (None, "default"):
         _warn_once(("mode", mode), f"Neuron backend does not support mode='{mode}', falling back to default mode.")
-    fallback = bool(options.get("fallback_execution", _fallback_default()))
+    fallback = options.get("fallback_execution", _fallback_default())
+    if not isinstance(fallback, bool):  # ("no" would be true)
+        raise ValueError(f"torch.compile(backend='neuron'): option fallback_execution must be True or False, "
+                         f"got {fallback!r}")
     compiler = _GraphCompiler(str(options.get("model_name", "model")), fallback)
     if _DECOMPS is None:
         _DECOMPS = _decompositions()

@@ -545,6 +545,11 @@ class Lowerer:
         args = tree_map(arg, node.args)
         kwargs = tree_map(arg, node.kwargs)
         out = node.meta.get("val")
+        if out is None and any(u.target is operator.getitem for u in node.users):
+            # (a higher-order op such as control_deps, around stream and event calls: no "val";
+            # its results are known from the getitems that read them)
+            gets = {u.args[1]: u.meta.get("val") for u in node.users if u.target is operator.getitem}
+            out = tuple(gets.get(i) for i in range(max(gets) + 1))
         outs = tree_map(lambda m: self.fresh_ref(m, "eager") if isinstance(m, torch.Tensor) else m, out)
         name = name or _op_name(target)
         self.prog.steps.append(Eager(name, fn or target, args, kwargs, outs, node))
