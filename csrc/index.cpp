@@ -148,7 +148,7 @@ void scatter_into(const char* op, const at::Tensor& out, int64_t dim, const at::
   at::Tensor src1 = as_1d(src);
   src1 = src1.as_strided(idx1.sizes(), src1.strides());
   launch_index(op, index_iter(restride(out1, dim, idx1.sizes()), src1, {idx1}), VNC_INDEX_SCATTER, {out1.size(dim)},
-               {out1.stride(dim) * out1.element_size()}, dim, 0, reduce);
+               {out1.stride(dim) * out1.element_size()}, dim, VNC_INDEX_RANGE_AS_INVALID, reduce);
 }
 
 // A 0-dim tensor of `like`'s dtype and device holding `value`.
@@ -181,7 +181,8 @@ struct Gather {
     const at::Tensor self1 = as_1d(self), idx1 = as_1d(index).to(at::kLong);
     dim = at::maybe_wrap_dim(dim, self1.dim());
     launch_index("aten::gather", index_iter(as_1d(out), restride(self1, dim, idx1.sizes()), {idx1}), VNC_INDEX_GATHER,
-                 {self1.size(dim)}, {self1.stride(dim) * self1.element_size()}, dim, 0, VNC_REDUCE_NONE);
+                 {self1.size(dim)}, {self1.stride(dim) * self1.element_size()}, dim, VNC_INDEX_RANGE_AS_INVALID,
+                 VNC_REDUCE_NONE);
   }
 };
 
@@ -265,7 +266,7 @@ struct IndexAdd {
     copy_self(self, out);
     record_native("aten::index_add");
     const at::Tensor src = alpha.equal(1) ? source : at::mul(source, alpha);
-    index_along("aten::index_add", out, pre.dim, index, src, VNC_REDUCE_SUM, 0);
+    index_along("aten::index_add", out, pre.dim, index, src, VNC_REDUCE_SUM, VNC_INDEX_RANGE_AS_INVALID);
   }
 };
 struct IndexCopy {

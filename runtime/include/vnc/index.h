@@ -30,7 +30,10 @@ extern "C" {
 #define VNC_INDEX_MAX 6 /* index operands: VNC_ITER_MAX_OPERANDS - 2 */
 
 enum { VNC_INDEX_GATHER = 0, VNC_INDEX_SCATTER = 1 };
-enum { VNC_INDEX_WRAP = 1 }; /* flags */
+/* flags. VNC_INDEX_RANGE_AS_INVALID: an index out of range fails with VNC_ERR_INVALID_ARGUMENT
+ * instead of VNC_ERR_INDEX (PyTorch raises RuntimeError for gather, scatter and index_add, and
+ * IndexError for the other indexed copies). */
+enum { VNC_INDEX_WRAP = 1, VNC_INDEX_RANGE_AS_INVALID = 2 };
 
 /* Scatter reductions. MAX/MIN propagate NaN (as PyTorch's amax/amin); bool SUM is "or" and
  * PROD "and"; MAX/MIN are not defined for complex dtypes. */

@@ -106,7 +106,8 @@ static vnc_status index_run(void *p) {
   vnc_iter_for_each(&t->it, check_loop, &c, VNC_ITER_GRAIN);
   pthread_mutex_destroy(&c.lock);
   if (atomic_load(&c.any))
-    return vnc_set_error(VNC_ERR_INDEX, "index %lld is out of bounds for dimension %lld with size %lld",
+    return vnc_set_error((t->flags & VNC_INDEX_RANGE_AS_INVALID) ? VNC_ERR_INVALID_ARGUMENT : VNC_ERR_INDEX,
+                         "index %lld is out of bounds for dimension %lld with size %lld",
                          (long long)c.value, (long long)(t->dim + c.j), (long long)t->sizes[c.j]);
   /* Reductions run as one serial range: every duplicate applied, in a fixed order. */
   vnc_iter_for_each(&t->it, index_loop, (void *)t, t->combine ? t->it.numel : VNC_ITER_GRAIN);
