@@ -322,3 +322,16 @@ def test_ctc_loss_impossible_alignment_and_zero_infinity(native):
         torch.testing.assert_close(ld.grad.cpu(), lc.grad, equal_nan=True)
     with pytest.raises(RuntimeError, match="blank must be in label range"):
         F.ctc_loss(logits.to("neuron").log_softmax(2), args[0].to("neuron"), [3], [4], blank=9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_var_std_over_a_dim_near_the_float_max(native, dtype):
+    """Values near the largest float: the mean's float32 sum overflows; CPU PyTorch (Welford)
+    gives var 0 for equal values, and inf/NaN rows stay inf/NaN."""
+    x = torch.full((4, 7), 3e38).to(dtype)
+    x[1] = float("inf")
+    x[2, 3] = float("nan")
+    x[3] = -3e38
+    for fn in (lambda t: t.var(-1), lambda t: t.std(-1), lambda t: t.var(-1, unbiased=False)):
+        torch.testing.assert_close(fn(x.to("neuron")).cpu(), fn(x), equal_nan=True, rtol=0, atol=0)
+    _ran("aten::var")

@@ -127,6 +127,19 @@ static float lanes_sum_f(const float *x, int64_t n, int kind, float shift, float
 
 static float pairwise_f(float *v, int64_t n) { return vnc_pairwise_sum(v, n); }
 
+/* Output o's mean summed in double: var's first pass sums in float32, which overflows for values
+ * near FLT_MAX (CPU PyTorch's Welford does not: var of seven 3e38 is 0, not inf). */
+static float mean_f64(const red_task *t, int64_t o) {
+  float buf[VNC_REDUCE_BLOCK];
+  double s = 0.0;
+  for (int64_t b = 0; b < t->R; b += VNC_REDUCE_BLOCK) {
+    const int64_t n = t->R - b < VNC_REDUCE_BLOCK ? t->R - b : VNC_REDUCE_BLOCK;
+    const float *x = load_run(t, o, b, n, buf);
+    for (int64_t i = 0; i < n; i++) s += x[i];
+  }
+  return (float)(s / (double)t->R);
+}
+
 /* The partial of output o over reduced range [r0, r1). */
 static partial reduce_range(const red_task *t, int64_t o, int64_t r0, int64_t r1) {
   partial p = {0.0, 0, -1, r1 - r0};
@@ -430,7 +443,10 @@ static vnc_status red_run(void *p) {
     float *m = t->means; /* pass 1 runs with means == NULL: plain sums */
     t->means = NULL;
     run_pass(t);
-    for (int64_t o = 0; o < t->O; o++) m[o] = (float)combine(t, t->parts + o * t->nchunks, t->nchunks).f / (float)t->R;
+    for (int64_t o = 0; o < t->O; o++) {
+      m[o] = (float)combine(t, t->parts + o * t->nchunks, t->nchunks).f / (float)t->R;
+      if (!isfinite(m[o])) m[o] = mean_f64(t, o); /* overflowed, or inf/NaN in the data (kept) */
+    }
     t->means = m;
   }
   run_pass(t);
