@@ -334,7 +334,8 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "event device ",
-                device_index, " does not match the recording stream's device ", stream.device_index());
+                static_cast<int>(device_index), " does not match the recording stream's device ",
+                static_cast<int>(stream.device_index()));  // (DeviceIndex is a char: printed as one)
     auto* e = static_cast<vnc_event*>(*event);
     if (!e) {
       check(vnc_event_create(flag == c10::EventFlag::BACKEND_DEFAULT, &e));

@@ -155,3 +155,26 @@ def test_dropout_is_native_seeded_and_scaled(neuron):
     again = torch.nn.functional.dropout(x.detach(), p=0.25, training=True).cpu()
     assert torch.equal(again, yc)
     assert torch.equal(torch.nn.functional.dropout(x.detach(), p=0.25, training=False).cpu(), x.detach().cpu())
+
+
+def test_seed_and_state_arguments_as_cpu(neuron):
+    """torch.neuron.manual_seed takes CPU's seed range (-2**63 to 2**64 - 1, negatives counting
+    from 2**64; ValueError outside, never a silent wrap); set_rng_state takes a uint8 tensor only
+    (TypeError as torch.set_rng_state)."""
+    for seed in (2**64, -2**63 - 1):
+        with pytest.raises(ValueError) as cpu_error:
+            torch.manual_seed(seed)
+        with pytest.raises(type(cpu_error.value), match="Overflow"):
+            torch.neuron.manual_seed(seed)
+        with pytest.raises(ValueError, match="Overflow"):
+            torch.neuron.manual_seed_all(seed)
+    torch.neuron.manual_seed(-1)
+    assert torch.neuron.initial_seed() == 2**64 - 1 == torch.manual_seed(-1).initial_seed()
+    state = torch.neuron.get_rng_state()
+    for bad, cpu_bad in ((torch.full((16,), 3.7), torch.full((5056,), 3.7)), ([1] * 16, [1] * 5056)):
+        with pytest.raises(TypeError) as cpu_error:
+            torch.set_rng_state(cpu_bad)
+        with pytest.raises(TypeError) as neuron_error:
+            torch.neuron.set_rng_state(bad)
+        assert str(neuron_error.value) == str(cpu_error.value)
+    assert torch.equal(torch.neuron.get_rng_state(), state)  # unchanged by the refused calls

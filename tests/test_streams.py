@@ -117,3 +117,31 @@ def test_accelerator_stream_api(neuron):
     e.record()
     e.synchronize()
     assert e.query()
+
+
+def test_stream_and_device_contexts_restore_the_device(neuron):
+    """torch.neuron.stream(s) on another device's stream restores the current device after the
+    block, as CUDA's StreamContext; torch.neuron.device(-1) is a no-op, as torch.cuda.device(-1)."""
+    start = torch.neuron.current_device()
+    other = (start + 1) % torch.neuron.device_count()
+    with torch.neuron.stream(torch.neuron.Stream(other)):
+        assert torch.neuron.current_device() == other
+        assert torch.ones(1, device="neuron").device.index == other
+    assert torch.neuron.current_device() == start
+    assert torch.ones(1, device="neuron").device.index == start
+    with torch.neuron.device(-1):
+        assert torch.neuron.current_device() == start
+    assert torch.neuron.current_device() == start
+
+
+def test_event_recorded_on_two_devices_names_both():
+    proc = run_py("""
+        import torch, torch_neuronx
+        e = torch.Event("neuron")
+        e.record(torch.Stream("neuron:0"))
+        try:
+            e.record(torch.Stream("neuron:1"))
+        except RuntimeError as err:
+            print("raised:", str(err).splitlines()[0])
+    """, env={"NEURON_RT_NUM_CORES": "2"})
+    assert "raised: event device 0 does not match the recording stream's device 1" in proc.stdout, proc.stdout

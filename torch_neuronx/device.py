@@ -121,7 +121,8 @@ class device:
     """Context manager that makes ``device`` current and restores the previous one."""
 
     def __init__(self, device: Any):
-        self.idx = -1 if device is None else _index(device, optional=False)
+        # None or a negative index: a no-op, as torch.cuda.device
+        self.idx = -1 if device is None or (isinstance(device, int) and device < 0) else _index(device, optional=False)
         self.prev_idx = -1
 
     def __enter__(self):
@@ -238,31 +239,44 @@ def stream(stream: torch.Stream | None):
     if stream is None:
         yield
         return
+    prev_device = _C._get_device()  # set_stream also makes the stream's device current
     prev = torch.accelerator.current_stream(stream.device_index)
     torch.accelerator.set_stream(stream)
     try:
         yield
     finally:
         torch.accelerator.set_stream(prev)
+        _C._set_device(prev_device)
 
 
 # ---------------------------------------------------------------- RNG (Philox: seed, offset)
 
 
+def _seed_bits(seed: int) -> int:
+    """``seed`` as the generator's uint64, as CPU PyTorch takes it: -2**63 to 2**64 - 1 (a
+    negative seed counts from 2**64), ``ValueError`` outside."""
+    seed = int(seed)
+    if not -(1 << 63) <= seed < (1 << 64):
+        raise ValueError(f"Overflow when unpacking long long: seed {seed} is outside -2**63 to 2**64 - 1")
+    return seed & 0xFFFF_FFFF_FFFF_FFFF
+
+
 def manual_seed(seed: int) -> None:
     """Seed the current device's default generator (offset reset to 0). Lazy-safe: does
     not initialise the runtime; a silent no-op in a bad fork, as PyTorch expects."""
+    bits = _seed_bits(seed)
     if _is_in_bad_fork():
         return
-    _C._manual_seed(_C._get_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    _C._manual_seed(_C._get_device(), bits)
 
 
 def manual_seed_all(seed: int) -> None:
     """Seed every device's default generator (what ``torch.manual_seed`` calls)."""
+    bits = _seed_bits(seed)
     if _is_in_bad_fork():
         return
     for i in range(device_count()):
-        _C._manual_seed(i, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+        _C._manual_seed(i, bits)
 
 
 def seed() -> None:
@@ -292,7 +306,12 @@ def get_rng_state(device: Any = "neuron") -> torch.Tensor:
 
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "neuron") -> None:
-    """Restore a state from :func:`get_rng_state` (16 bytes; ``RuntimeError`` otherwise)."""
+    """Restore a state from :func:`get_rng_state` (a ``uint8`` tensor of 16 bytes: ``TypeError``
+    for another type or dtype, as CPU's ``torch.set_rng_state``; ``RuntimeError`` for another size)."""
+    if not isinstance(new_state, torch.Tensor):
+        raise TypeError(f"expected a torch.ByteTensor, but got {type(new_state).__name__}")
+    if new_state.dtype != torch.uint8:
+        raise TypeError("RNG state must be a torch.ByteTensor")
     data = bytes(new_state.detach().to("cpu", torch.uint8).reshape(-1).tolist())
     _C._set_rng_state(_index(device), data)
 
