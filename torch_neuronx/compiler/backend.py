@@ -121,6 +121,9 @@ def _partition(joint: torch.fx.GraphModule, joint_inputs, **kwargs):
     return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
 
 
+_NOT_OURS = "no neuron tensors"  # a graph PyTorch runs as it would without this backend
+
+
 class _GraphCompiler:
     """Compiles the graphs of one Dynamo frame (forward, backward or inference)."""
 
@@ -129,9 +132,9 @@ class _GraphCompiler:
         self.fallback = fallback
 
     @staticmethod
-    def _not_ours(gm, rec):
-        """A graph with nothing on neuron runs as PyTorch would run it (eagerly, on its device)."""
-        rec.fallback, rec.reason = True, "no neuron tensors"
+    def _eagerly(gm, rec, reason: str):
+        """`gm` run eagerly, op by op (not compiled), recorded with `reason` in the metrics."""
+        rec.fallback, rec.reason = True, reason
         metrics.commit(rec)
         return EagerGraph(gm)
 
@@ -142,14 +145,12 @@ class _GraphCompiler:
             name = f"{self.model_name}_{aot_id}_{graph_type}_{nth}"
         rec = metrics.new_record(name, self.model_name, graph_type, gm)
         t0 = time.perf_counter()
-        if not _has_neuron_tensors(gm, example_inputs):
-            return self._not_ours(gm, rec)
+        if not _has_neuron_tensors(gm, example_inputs):  # as PyTorch would run it, on its device
+            return self._eagerly(gm, rec, _NOT_OURS)
         if _data_dependent(gm):  # no size to specialise on before it runs: eager kernels, recorded
             _warn_once(("data-dependent", name), f"torch.compile(backend='neuron'): graph {name} has sizes that depend "
                        "on tensor values (unbacked symbols); it runs eagerly, op by op on neuron")
-            rec.fallback, rec.reason = True, "data-dependent sizes (unbacked symbols): run eagerly"
-            metrics.commit(rec)
-            return EagerGraph(gm)
+            return self._eagerly(gm, rec, "data-dependent sizes (unbacked symbols): run eagerly")
         try:
             prog = lower(gm, _donated() if graph_type == "backward" else ())
             prog.releases_inputs = graph_type == "backward"
@@ -162,13 +163,11 @@ class _GraphCompiler:
                 raise
             _warn_once(("op", e.op_name), f"{e.args[0].splitlines()[0]}; running graph {name} eagerly "
                                           "(fallback_execution)")
-            rec.fallback, rec.reason = True, str(e).splitlines()[0]
-            metrics.commit(rec)
-            return EagerGraph(gm)
+            return self._eagerly(gm, rec, str(e).splitlines()[0])
         t1 = time.perf_counter()
         rec.lowering_us = (t1 - t0) * 1e6
         if prog.device is None:  # no neuron value left after lowering
-            return self._not_ours(gm, rec)
+            return self._eagerly(gm, rec, _NOT_OURS)
         source, tables, ints = generate(prog, name)
         t2 = time.perf_counter()
         rec.codegen_us = (t2 - t1) * 1e6
@@ -281,7 +280,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         _DECOMPS = _decompositions()
     if not _has_neuron_tensors(gm, example_inputs):  # a CPU model: run as captured, as backend="eager" would
         rec = metrics.new_record(f"{compiler.model_name}_dynamo", compiler.model_name, "dynamo", gm)
-        compiler._not_ours(gm, rec)
+        compiler._eagerly(gm, rec, _NOT_OURS)
         return gm.forward
     mark = metrics.frame_start()
     fn = aot_autograd(

@@ -529,8 +529,8 @@ class Lowerer:
         """An Eager step running `node` (or `fn` with its arguments) through the dispatcher
         (`collective`: recorded as a collective rather than an eager op)."""
         target = node.target
-        if fn is None and not _host_only(node) and isinstance(target, torch._ops.OpOverload) and \
-                not has_native_kernel(target):
+        if fn is None and isinstance(target, torch._ops.OpOverload) and not has_native_kernel(target) and \
+                not _host_only(node):
             raise UnsupportedOp(node, "has no native neuron kernel, no lowering and no decomposition "
                                       "(eager mode would run it through the CPU fallback)")
 
