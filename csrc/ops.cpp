@@ -866,6 +866,13 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) || (dense(self) && dense(from));
 }
 
+// Tensor.record_stream: the caching allocator keeps the tensor's block from reuse until the
+// work queued on `s` when the tensor is freed has run (CUDA's semantics).
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == kNeuron, "record_stream: expected a neuron stream, got a stream of device ", s.device());
+  c10::impl::getDeviceGuardImpl(kNeuron)->recordDataPtrOnStream(self.storage().data_ptr(), s);
+}
+
 NEURON_LIBRARY_IMPL(m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
@@ -883,6 +890,7 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("record_stream", TORCH_FN(record_stream));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("conj_physical.out", TORCH_FN(conj_physical_out));
   m.impl("conj_physical_", TORCH_FN(conj_physical_));

@@ -145,3 +145,26 @@ def test_event_recorded_on_two_devices_names_both():
             print("raised:", str(err).splitlines()[0])
     """, env={"NEURON_RT_NUM_CORES": "2"})
     assert "raised: event device 0 does not match the recording stream's device 1" in proc.stdout, proc.stdout
+
+
+def test_record_stream_keeps_the_block_from_reuse_until_the_stream_ran(native):
+    neuron = native
+    side = torch.neuron.Stream()
+    x = torch.full((1 << 18,), 3.0, device=neuron)  # 1 MiB, allocated on the default stream
+    ptr = x.data_ptr()
+    busy = torch.empty(32 << 20, device=neuron)
+    side.wait_stream(torch.neuron.current_stream())
+    with torch.neuron.stream(side):
+        for i in range(6):
+            busy.fill_(float(i))  # keeps the side stream busy for a while
+        y = x * 2  # reads x on the side stream, after the fills
+        x.record_stream(side)
+    pending = not side.query()
+    del x
+    z = torch.full((1 << 18,), -1.0, device=neuron)  # the default stream may not take x's block yet
+    assert pending and not side.query(), "the side stream finished too early for the check"
+    assert z.data_ptr() != ptr
+    side.synchronize()
+    assert torch.equal(y.cpu(), torch.full((1 << 18,), 6.0))
+    with pytest.raises(RuntimeError, match="record_stream: expected a neuron stream"):
+        z.record_stream(torch.Stream("cpu"))
