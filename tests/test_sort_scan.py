@@ -175,6 +175,17 @@ def test_cumsum_cumprod_dtypes_match_cpu(native, dtype):
                                        atol=1e-3)
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_scans_of_negative_zeros_keep_cpu_signs(native, dtype):
+    """Sums start from +0 on CPU PyTorch: a line of -0.0 sums to +0.0, products keep the sign."""
+    x = torch.tensor([[-0.0, -0.0, 1.0, -0.0], [-0.0, -0.0, -0.0, -0.0]], dtype=dtype)
+    for f in (torch.cumsum, torch.cumprod, torch.logcumsumexp):
+        for dim in (0, 1):
+            want, got = f(x, dim), f(x.to(native), dim).cpu()
+            torch.testing.assert_close(got, want)
+            assert torch.equal(torch.signbit(got), torch.signbit(want)), (f, dim, got, want)
+
 def test_cumsum_dtype_arg_out_and_strides(native):
     x = torch.randn(5, 130, 3).transpose(0, 1)[::2]
     for dim in range(-3, 3):

@@ -35,8 +35,8 @@ static inline float two_sum(float a, float b, float *err) {
 static void combine_f32(vnc_scan_op op, float *acc, float *comp, const float *x, int64_t w, int first) {
   for (int64_t i = 0; i < w; i++) {
     const float v = x[i];
-    if (first) {
-      acc[i] = v;
+    if (first) { /* sums start from ATen's identity (+0, -inf): a leading -0.0 gives +0.0 */
+      acc[i] = op == VNC_SCAN_PROD ? v : v + 0.0f;
       comp[i] = 0.0f;
       continue;
     }
