@@ -335,3 +335,8 @@ def test_var_std_over_a_dim_near_the_float_max(native, dtype):
     for fn in (lambda t: t.var(-1), lambda t: t.std(-1), lambda t: t.var(-1, unbiased=False)):
         torch.testing.assert_close(fn(x.to("neuron")).cpu(), fn(x), equal_nan=True, rtol=0, atol=0)
     _ran("aten::var")
+    # spread values: the variance overflows float32 (inf, as on CPU) but its square root does not
+    y = torch.tensor([[3e38, -3e38, 1e38, 2e38], [1.0, 2.0, 3.0, 4.0]]).to(dtype)
+    for fn in (lambda t: t.std(-1), lambda t: t.std(-1, unbiased=False), lambda t: t.std(), lambda t: t.var(-1),
+               lambda t: torch.std_mean(t, -1)[0]):
+        torch.testing.assert_close(fn(y.to("neuron")).cpu(), fn(y), rtol=1e-6, atol=0)

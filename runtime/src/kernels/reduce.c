@@ -140,6 +140,21 @@ static float mean_f64(const red_task *t, int64_t o) {
   return (float)(s / (double)t->R);
 }
 
+/* Output o's sum of squared deviations from its mean, in double: for a float32 sum that
+ * overflowed although the data and the mean are finite (std of values near 1e38 is finite,
+ * as CPU PyTorch's double Welford gives). */
+static double sq_dev_f64(const red_task *t, int64_t o) {
+  float buf[VNC_REDUCE_BLOCK];
+  double s = 0.0;
+  const double m = t->means[o];
+  for (int64_t b = 0; b < t->R; b += VNC_REDUCE_BLOCK) {
+    const int64_t n = t->R - b < VNC_REDUCE_BLOCK ? t->R - b : VNC_REDUCE_BLOCK;
+    const float *x = load_run(t, o, b, n, buf);
+    for (int64_t i = 0; i < n; i++) s += ((double)x[i] - m) * ((double)x[i] - m);
+  }
+  return s;
+}
+
 /* The partial of output o over reduced range [r0, r1). */
 static partial reduce_range(const red_task *t, int64_t o, int64_t r0, int64_t r1) {
   partial p = {0.0, 0, -1, r1 - r0};
@@ -391,6 +406,14 @@ static void store_outputs(red_task *t, int64_t o, partial p) {
   switch (t->op) {
     case VNC_RED_ARGMAX: case VNC_RED_ARGMIN: vnc_store_i64[dt0](out0, p.idx); return;
     case VNC_RED_ANY: case VNC_RED_ALL: vnc_store_i64[dt0](out0, p.i); return;
+    case VNC_RED_VAR:
+      if (isinf(p.f) && isfinite(t->means[o])) { /* overflowed in float32: again in double */
+        const double v = sq_dev_f64(t, o) / fmax((double)t->R - t->P.correction, 0.0);
+        vnc_store_f64[dt0](out0, t->P.take_sqrt ? sqrt(v) : v);
+        return;
+      }
+      vnc_store_f64[dt0](out0, finalize_f(t, p));
+      return;
     default:
       if (t->acc == ACC_F || t->op == VNC_RED_MEAN) vnc_store_f64[dt0](out0, finalize_f(t, p));
       else vnc_store_i64[dt0](out0, p.i);
