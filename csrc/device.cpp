@@ -420,9 +420,11 @@ at::Generator& default_generator(c10::DeviceIndex device) {
   return gens[static_cast<size_t>(device)];
 }
 
-std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen,
-                                             c10::DeviceIndex device, int64_t numel) {
-  auto* g = at::get_generator_or_default<NeuronGenerator>(gen, default_generator(device));
+std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen, const c10::Device& device,
+                                             int64_t numel) {
+  TORCH_CHECK(device.type() == kNeuron, "Expected a '", device.type(), "' device type for generator but found '",
+              gen ? gen->device().type() : kNeuron, "'");
+  auto* g = at::get_generator_or_default<NeuronGenerator>(gen, default_generator(device.index()));
   std::lock_guard<std::mutex> lock(g->mutex_);
   uint64_t seed = g->current_seed(), offset = g->get_offset();
   g->set_offset(offset + vnc_rng_offset_increment(numel));

@@ -89,9 +89,11 @@ void flush_autograd_device_threads();
 
 // Generator state (Philox seed and offset) of `device`'s default generator.
 at::Generator& default_generator(c10::DeviceIndex device);
-// Reserves `numel` elements of Philox counters: returns (seed, offset before the draw).
-std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen,
-                                             c10::DeviceIndex device, int64_t numel);
+// Reserves `numel` elements of Philox counters for a draw into a tensor on `device`: returns
+// (seed, offset before the draw). A tensor not on neuron (a CPU op handed a neuron generator,
+// which dispatches here by the generator's key) raises ATen's generator device error.
+std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen, const c10::Device& device,
+                                             int64_t numel);
 
 // Pinned (page-locked stand-in) host allocator.
 at::Allocator* pinned_allocator();

@@ -451,7 +451,7 @@ void draw(const at::TensorBase& t, const char* op, const std::optional<at::Gener
   if (t.numel() == 0) return;
   if (t.scalar_type() == at::kDouble) warn_float64(op);
   c10::DeviceGuard guard(t.device());
-  auto [seed, offset] = philox_reserve(gen, t.device().index(), t.numel());
+  auto [seed, offset] = philox_reserve(gen, t.device(), t.numel());
   vnc_tensor v = to_vnc(t);
   check(launch(stream_of(t), &v, seed, offset));
 }

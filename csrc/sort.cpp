@@ -246,7 +246,7 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool repla
   if (self.scalar_type() == at::kDouble) warn_float64("aten::multinomial");
   const int64_t rows = self.dim() == 1 ? 1 : self.size(0);
   c10::DeviceGuard g(self.device());
-  auto [seed, offset] = philox_reserve(gen, self.device().index(), rows * (replacement ? n_sample : n_categories));
+  auto [seed, offset] = philox_reserve(gen, self.device(), rows * (replacement ? n_sample : n_categories));
   vnc_tensor p = to_vnc(self), o = to_vnc(result);
   // ATen validates up front (one message set) unless it samples several draws with replacement.
   const int checked = !replacement || n_sample == 1;
@@ -268,7 +268,7 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
   record_native("aten::randperm");
   if (n == 0) return result;
   c10::DeviceGuard g(result.device());
-  auto [seed, offset] = philox_reserve(gen, result.device().index(), n);
+  auto [seed, offset] = philox_reserve(gen, result.device(), n);
   vnc_tensor o = to_vnc(result);
   check(vnc_randperm(stream_of(result), "aten::randperm", &o, seed, offset));
   return result;

@@ -178,3 +178,16 @@ def test_seed_and_state_arguments_as_cpu(neuron):
             torch.neuron.set_rng_state(bad)
         assert str(neuron_error.value) == str(cpu_error.value)
     assert torch.equal(torch.neuron.get_rng_state(), state)  # unchanged by the refused calls
+
+
+def test_neuron_generator_on_cpu_tensors_raises_cpu_pytorchs_error(neuron):
+    """A CPU op given a neuron generator dispatches to neuron by the generator's key; it raises
+    ATen's generator device error (as a CUDA generator does on CPU tensors), naming both."""
+    g = torch.Generator(device=neuron)
+    calls = [lambda: torch.randn(3, generator=g), lambda: torch.empty(3).uniform_(generator=g),
+             lambda: torch.randperm(5, generator=g), lambda: torch.multinomial(torch.ones(3), 2, generator=g),
+             lambda: torch.bernoulli(torch.full((3,), 0.5), generator=g), lambda: torch.randint(0, 5, (3,), generator=g)]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'neuron'"):
+            call()
+    assert torch.randn(3, generator=g, device=neuron).isfinite().all().item()  # still usable
