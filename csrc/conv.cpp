@@ -44,6 +44,14 @@ vnc_conv_params conv_params(const at::Tensor& input, const at::Tensor& weight, a
   return p;
 }
 
+// CPU PyTorch returns channels_last results where the input (or a convolution's weight) is
+// channels_last; the kernels read and write contiguous NC..., so such a result is converted.
+at::Tensor in_layout_of(const at::Tensor& out, const at::Tensor& input, const at::Tensor* weight = nullptr) {
+  at::MemoryFormat fmt = input.suggest_memory_format();
+  if (fmt == at::MemoryFormat::Contiguous && weight) fmt = weight->suggest_memory_format();
+  return fmt == at::MemoryFormat::Contiguous || out.dim() != input.dim() ? out : out.contiguous(fmt);
+}
+
 std::vector<int64_t> out_shape(const vnc_conv_params& p) {
   std::vector<int64_t> shape = {p.N, p.O};
   for (int i = 0; i < p.nspatial; i++) shape.push_back(p.out[i]);
@@ -71,7 +79,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   c10::DeviceGuard g(input.device());
   check(vnc_conv_forward(stream_of(x), "aten::convolution_overrideable", &p, element_ptr(x), element_ptr(w),
                          b.defined() ? element_ptr(b) : nullptr, element_ptr(out)));
-  return out;
+  return in_layout_of(out, input, &weight);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
@@ -155,7 +163,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   // running statistics updated in a dense copy go back to the caller's tensors
   if (training && rm && !rm->is_same(*running_mean)) running_mean->copy_(*rm);
   if (training && rv && !rv->is_same(*running_var)) running_var->copy_(*rv);
-  return {y, save_mean, save_invstd};
+  return {in_layout_of(y, input), save_mean, save_invstd};
 }
 
 // The forms AOTAutograd and torch.func produce, as native_batch_norm with or without stats.
@@ -296,7 +304,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef size_
   c10::DeviceGuard g(self.device());
   check(vnc_adaptive_avg_pool2d(stream_of(x), "aten::_adaptive_avg_pool2d", planes, self.size(-2), self.size(-1), size[0],
                                 size[1], dt(x), element_ptr(x), element_ptr(out)));
-  return out;
+  return in_layout_of(out, self);
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {

@@ -486,26 +486,36 @@ at::Tensor nx_relu(const at::Tensor& self) {
 }
 at::Tensor& nx_relu_(at::Tensor& self) { return nx_relu_out_impl(self, self); }
 
+// where as CPU PyTorch: the result type of self and other (out= must have it), a uint8
+// condition taken as bool with CPU's deprecation warning.
 at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  TORCH_CHECK(cond.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  const auto dtype = at::result_type(self, other);
+  TORCH_CHECK(out.scalar_type() == dtype, "Expected out type to be ", dtype, " but got ", out.scalar_type());
+  at::Tensor c = cond;
+  if (c.scalar_type() == at::kByte) {
+    TORCH_WARN_ONCE("where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+                    "future version of PyTorch. Use a boolean condition instead.");
+    c = c.to(at::kBool);
+  }
+  TORCH_CHECK(c.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              c.scalar_type());
+  const at::Tensor a = self.scalar_type() == dtype ? self : self.to(dtype);
+  const at::Tensor b = other.scalar_type() == dtype ? other : other.to(dtype);
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .allow_cpu_scalars(true)
                   .add_output(out)
-                  .add_const_input(cond)
-                  .add_const_input(self)
-                  .add_const_input(other)
+                  .add_const_input(c)
+                  .add_const_input(a)
+                  .add_const_input(b)
                   .build();
-  launch_ew(iter, VNC_EW_where, no_params(), "aten::where", {}, self.scalar_type());
+  launch_ew(iter, VNC_EW_where, no_params(), "aten::where", {}, dtype);
   return out;
 }
 
 at::Tensor nx_where(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
-  auto dtype = at::result_type(self, other);
-  at::Tensor out = at::empty({0}, self.options().dtype(dtype));
-  at::Tensor a = self.scalar_type() == dtype ? self : self.to(dtype);
-  at::Tensor b = other.scalar_type() == dtype ? other : other.to(dtype);
-  return nx_where_out(cond, a, b, out);
+  at::Tensor out = at::empty({0}, self.options().dtype(at::result_type(self, other)));
+  return nx_where_out(cond, self, other, out);
 }
 
 template <vnc_ew_op OP>
@@ -627,6 +637,23 @@ at::Tensor& nx_hardtanh_(at::Tensor& self, const at::Scalar& lo, const at::Scala
 at::Tensor& nx_masked_fill_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    // CPU PyTorch fills expanded tensors, with this warning: an element that several positions
+    // share takes the value if any of them is masked
+    TORCH_WARN("Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar");
+    at::Tensor base = self;
+    std::vector<int64_t> shared;
+    for (int64_t d = 0; d < self.dim(); d++)
+      if (self.stride(d) == 0 && self.size(d) > 1) {
+        base = base.narrow(d, 0, 1);
+        shared.push_back(d);
+      }
+    if (!shared.empty()) {
+      nx_masked_fill_(base, at::any(mask.expand(self.sizes()), shared, /*keepdim=*/true), value);
+      return self;
+    }
+  }
   at::assert_no_internal_overlap(self);
   at::Tensor fill = at::scalar_tensor(value, self.options().device(at::kCPU));
   at::Tensor out = at::empty_like(self);

@@ -408,7 +408,11 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   NEURON_TRACK("aten::fill_");
   if (self.numel() == 0) return self;
-  at::assert_no_internal_overlap(self);
+  // overlapping elements are allowed, as on CPU (they all take the value): expanded dims are
+  // written once
+  at::Tensor dst = self;
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (self.stride(d) == 0) dst = dst.narrow(d, 0, 1);
   unsigned char bytes[16];
   at::ScalarType st = self.scalar_type();
   if (st == at::kDouble) {
@@ -422,7 +426,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
                    }),
                    AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool);
   }
-  vnc_tensor t = to_vnc(self);
+  vnc_tensor t = to_vnc(dst);
   c10::DeviceGuard guard(self.device());
   check(vnc_fill(stream_of(self), "aten::fill_", &t, bytes));
   return self;
@@ -431,6 +435,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
+  at::assert_no_internal_overlap(self);  // CPU PyTorch refuses what fill_.Scalar allows
   return fill_scalar(self, value.item());
 }
 

@@ -340,3 +340,68 @@ def test_var_std_over_a_dim_near_the_float_max(native, dtype):
     for fn in (lambda t: t.std(-1), lambda t: t.std(-1, unbiased=False), lambda t: t.std(), lambda t: t.var(-1),
                lambda t: torch.std_mean(t, -1)[0]):
         torch.testing.assert_close(fn(y.to("neuron")).cpu(), fn(y), rtol=1e-6, atol=0)
+
+
+# ---------------------------------------------------------------- parity found by QA (eager)
+
+def _on_both(fn, *tensors):
+    """fn applied to CPU tensors and to their neuron copies: (CPU result, neuron result on the CPU)."""
+    return fn(*tensors), fn(*(t.to("neuron") for t in tensors))
+
+
+def test_fill_and_masked_fill_of_expanded_tensors(native):
+    """CPU PyTorch fills expanded (stride 0) tensors; masked_fill_ warns and fills an element
+    shared by several positions when any of them is masked. fill_ with a tensor value refuses."""
+    m = torch.tensor([[True, False, False], [False, False, False], [False, True, False], [False, False, False]])
+    for fn in (lambda x, m: x.fill_(2.5), lambda x, m: x.zero_(), lambda x, m: x.masked_fill_(m, 7.0),
+               lambda x, m: x.masked_fill_(m[0], -1.0), lambda x, m: x.masked_fill_(m, torch.tensor(4.0, device=x.device))):
+        want = fn(torch.arange(3.0).reshape(1, 3).expand(4, 3), m)
+        got = fn(torch.arange(3.0).reshape(1, 3).to("neuron").expand(4, 3), m.to("neuron"))
+        assert torch.equal(got.cpu(), want)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        torch.zeros(1, 3, device="neuron").expand(4, 3).fill_(torch.tensor(1.0, device="neuron"))
+    _ran("aten::fill_")
+
+
+def test_where_condition_and_out_dtype_as_cpu(native):
+    cond = torch.tensor([1, 0, 2], dtype=torch.uint8)
+    a, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-1, -2, -3], dtype=torch.int32)
+    with pytest.warns(UserWarning, match="uint8 condition"):
+        want, got = _on_both(torch.where, cond, a, b)
+    assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    with pytest.raises(RuntimeError, match="Expected out type to be Float but got Double"):
+        torch.where(cond.bool().to("neuron"), a.to("neuron"), b.to("neuron"),
+                    out=torch.empty(3, dtype=torch.float64, device="neuron"))
+    out = torch.empty(3, device="neuron")
+    torch.where(cond.bool().to("neuron"), a.to("neuron"), b.to("neuron"), out=out)
+    assert torch.equal(out.cpu(), torch.where(cond.bool(), a, b))
+    _ran("aten::where")
+
+
+def test_bernoulli_refuses_probabilities_outside_0_1(native):
+    with pytest.raises(RuntimeError, match="Expected p_in >= 0 && p_in <= 1"):
+        torch.bernoulli(torch.tensor([0.5, 1.5, 0.0], device="neuron")).cpu()
+    with pytest.raises(RuntimeError, match="Expected p_in >= 0 && p_in <= 1"):
+        torch.empty(2, device="neuron").bernoulli_(torch.tensor([float("nan"), 0.5], device="neuron")).cpu()
+    assert torch.equal(torch.bernoulli(torch.tensor([1.0, 0.0, 1.0], device="neuron")).cpu(), torch.tensor([1.0, 0.0, 1.0]))
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d", "conv3d", "batch_norm", "adaptive_avg_pool2d"])
+@pytest.mark.parametrize("layout", ["input", "weight"])
+def test_channels_last_results_as_cpu(native, op, layout):
+    """Results are channels_last where CPU PyTorch's are (a channels_last input, or weight)."""
+    three_d = op == "conv3d"
+    x = _x(2, 3, 4, 5, 4) if three_d else _x(2, 3, 6, 5)
+    w = {"conv2d": _x(4, 3, 2, 2, seed=1), "conv_transpose2d": _x(3, 4, 2, 2, seed=1),
+         "conv3d": _x(4, 3, 2, 2, 2, seed=1)}.get(op, _x(3, seed=1))
+    fmt = torch.channels_last_3d if three_d else torch.channels_last
+    if layout == "input":
+        x = x.contiguous(memory_format=fmt)
+    elif w.dim() > 1:
+        w = w.contiguous(memory_format=fmt)
+    fn = {"batch_norm": lambda x, w: F.batch_norm(x, None, None, w, None, training=True),
+          "adaptive_avg_pool2d": lambda x, w: F.adaptive_avg_pool2d(x, (2, 2)) * w.view(3, 1, 1)}.get(
+        op, lambda x, w: getattr(F, op)(x, w))
+    want, got = _on_both(fn, x, w)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)

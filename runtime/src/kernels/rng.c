@@ -2,6 +2,7 @@
  * offset + k, so results depend on (seed, offset, k) alone. Arithmetic is float32 for
  * every floating dtype (float64 follows the device rule). */
 #include <math.h>
+#include <stdatomic.h>
 #include "dtype.h"
 #include "vnc/iter.h"
 #include "philox.h"
@@ -16,12 +17,13 @@ typedef struct rng_task {
   double a, b;       /* from/to, mean/std, p, lambd */
   int64_t from;      /* random_ */
   uint64_t range;    /* random_: 0 = 2^64 */
+  atomic_int bad_p;  /* bernoulli_: a probability tensor held a value outside [0, 1] (or NaN) */
 } rng_task;
 
 #define TWO_PI_F 6.2831853071795864769f
 
 static void rng_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {
-  const rng_task *t = ctx;
+  rng_task *t = ctx;
   int32_t dt = t->it.dtypes[0];
   vnc_store_f64_fn store = vnc_store_f64[dt];
   for (int64_t i = 0; i < n; i++) {
@@ -52,6 +54,7 @@ static void rng_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64
       }
       case RNG_BERNOULLI: {
         double prob = t->it.nops > 1 ? vnc_load_f64[t->it.dtypes[1]](data[1] + i * st[1]) : t->a;
+        if (!(prob >= 0.0 && prob <= 1.0)) atomic_store_explicit(&t->bad_p, 1, memory_order_relaxed);
         double u = (double)w[0] * 0x1.0p-32; /* [0, 1) */
         vnc_store_i64[dt](p, u < prob ? 1 : 0);
         break;
@@ -67,7 +70,11 @@ static void rng_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64
 
 static vnc_status rng_run(void *p) {
   rng_task *t = p;
+  atomic_init(&t->bad_p, 0);
   vnc_iter_for_each(&t->it, rng_loop, t, 4096);
+  if (atomic_load(&t->bad_p)) /* CPU PyTorch checks each probability as it draws */
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "Expected p_in >= 0 && p_in <= 1 (a probability "
+                         "tensor holds a value outside [0, 1] or NaN)");
   return VNC_OK;
 }
 
