@@ -16,6 +16,8 @@
 #include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace torch_neuronx {
@@ -208,6 +210,8 @@ at::Tensor encoder_layer_nested(const at::Tensor& src, int64_t embed_dim, int64_
 
 constexpr const char* kSdpa = "aten::_scaled_dot_product_fused_attention_overrideable";
 
+// (Sizes are compared as SymInts: under torch.compile's dynamic shapes this runs on fake
+// tensors, and reading a plain size would specialise the graph to it.)
 // The fused kernel serves 4-D (batch, heads, length, dim) floating inputs with equal batch
 // and head counts and no dropout; anything else takes PyTorch's math path (a composition of
 // native ops, which covers dropout, grouped-query heads and float64).
@@ -218,19 +222,48 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
   const bool fused = at::globalContext().userEnabledOverrideableSDP() && dropout_p == 0.0 && q.dim() == 4 &&
                      k.dim() == 4 && v.dim() == 4 && !q.is_nested() && !k.is_nested() && !v.is_nested() &&
                      (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf) && k.scalar_type() == dt &&
-                     v.scalar_type() == dt && k.size(0) == q.size(0) && v.size(0) == q.size(0) &&
-                     k.size(1) == q.size(1) && v.size(1) == q.size(1) && k.size(3) == q.size(3) &&
-                     v.size(2) == k.size(2) && q.device() == k.device() && q.device() == v.device() &&
+                     v.scalar_type() == dt && k.sym_size(0) == q.sym_size(0) && v.sym_size(0) == q.sym_size(0) &&
+                     k.sym_size(1) == q.sym_size(1) && v.sym_size(1) == q.sym_size(1) &&
+                     k.sym_size(3) == q.sym_size(3) && v.sym_size(2) == k.sym_size(2) && q.device() == k.device() &&
+                     q.device() == v.device() &&
                      (!mask || !mask->defined() || mask->device() == q.device());
   return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
+}
+
+// Rows (the last dim) contiguous and apart: what the attention kernels read and write in place.
+bool rows_ok(const at::Tensor& t) {
+  return (t.stride(3) == 1 || t.size(3) == 1) && (t.size(2) == 1 || t.stride(2) >= t.size(3));
 }
 
 // A float32 view the kernel reads in place when its rows are contiguous (a (B, L, H, E) tensor
 // transposed to (B, H, L, E) qualifies), else a contiguous float32 copy.
 at::Tensor f32_rows(const at::Tensor& t) {
   const at::Tensor f = t.to(at::kFloat);
-  const bool rows_ok = (f.stride(3) == 1 || f.size(3) == 1) && (f.size(2) == 1 || f.stride(2) >= f.size(3));
-  return rows_ok ? f : f.contiguous();
+  return rows_ok(f) ? f : f.contiguous();
+}
+
+// A float32 result laid out as the op's meta function lays it out for torch.compile
+// (alloc_with_matching_layout: the query's dim order; the same shape takes empty_like), so
+// eager and compiled strides agree.
+at::Tensor float_like(const at::Tensor& like, at::IntArrayRef shape) {
+  const auto opts = like.options().dtype(at::kFloat);
+  if (like.sizes() == shape) return at::empty_like(like, opts);
+  std::array<int64_t, 4> order{0, 1, 2, 3};
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::array<int64_t, 4> strides{};
+  int64_t stride = 1;
+  for (int i = 3; i >= 0; i--) {
+    strides[order[i]] = stride;
+    stride *= shape[order[i]];
+  }
+  return at::empty_strided(shape, strides, opts);
+}
+
+// Where the kernel writes `t`: t itself when its rows are contiguous, else a row-major buffer
+// copied into t afterwards (written_back).
+at::Tensor rows_of(const at::Tensor& t) { return rows_ok(t) ? t : at::empty(t.sizes(), t.options()); }
+void written_back(at::Tensor& t, const at::Tensor& rows) {
+  if (!rows.is_same(t)) t.copy_(rows);
 }
 
 vnc_attn_operand operand(const at::Tensor& t) {
@@ -274,13 +307,14 @@ sdpa_forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& v
   const at::Tensor q = f32_rows(query), k = f32_rows(key), v = f32_rows(value);
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), Ev = v.size(3);
   const at::Tensor bias = bias_of(mask, B, H, L, k.size(2));
-  // (B, L, H, Ev) memory seen as (B, H, L, Ev): the usual transpose back to (B, L, H*Ev) is free.
-  at::Tensor out = at::empty({B, L, H, Ev}, q.options()).transpose(1, 2);
+  at::Tensor out = float_like(query, {B, H, L, Ev});
+  const at::Tensor out_rows = rows_of(out);
   at::Tensor lse = at::empty({B, H, L}, q.options());
   const vnc_attention a = attention_args(q, k, v, bias, is_causal, scale);
-  const vnc_attn_operand o = operand(out);
+  const vnc_attn_operand o = operand(out_rows);
   c10::DeviceGuard guard(query.device());
   check(vnc_attention_forward(stream_of(q), kSdpa, &a, &o, lse.data_ptr<float>()));
+  written_back(out, out_rows);
   const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
   return {out.to(query.scalar_type()), lse, none, none, c10::SymInt(a.L), c10::SymInt(a.S), none, none, none};
 }
@@ -297,14 +331,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
   const at::Tensor q = f32_rows(query), k = f32_rows(key), v = f32_rows(value);
   const at::Tensor go = f32_rows(grad_out), o = f32_rows(out), lse = logsumexp.to(at::kFloat).contiguous();
   const at::Tensor bias = bias_of(attn_bias, q.size(0), q.size(1), q.size(2), k.size(2));
-  at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v), dbias;
+  at::Tensor dq = float_like(query, query.sizes()), dk = float_like(key, key.sizes()),
+             dv = float_like(value, value.sizes()), dbias;
+  const at::Tensor dq_rows = rows_of(dq), dk_rows = rows_of(dk), dv_rows = rows_of(dv);
   const bool want_dbias = grad_input_mask[3] && attn_bias.defined() && at::isFloatingType(attn_bias.scalar_type());
   if (want_dbias) dbias = at::empty({q.size(0), q.size(1), q.size(2), k.size(2)}, q.options());
   const vnc_attention a = attention_args(q, k, v, bias, is_causal, scale);
-  const vnc_attn_operand gop = operand(go), oop = operand(o), dqo = operand(dq), dko = operand(dk), dvo = operand(dv);
+  const vnc_attn_operand gop = operand(go), oop = operand(o), dqo = operand(dq_rows), dko = operand(dk_rows),
+                         dvo = operand(dv_rows);
   c10::DeviceGuard guard(query.device());
   check(vnc_attention_backward(stream_of(q), name, &a, &gop, &oop, lse.data_ptr<float>(), &dqo, &dko, &dvo,
                                want_dbias ? dbias.data_ptr<float>() : nullptr));
+  written_back(dq, dq_rows);
+  written_back(dk, dk_rows);
+  written_back(dv, dv_rows);
   if (want_dbias) dbias = dbias.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
   return {dq.to(query.scalar_type()), dk.to(key.scalar_type()), dv.to(value.scalar_type()), dbias};
 }
