@@ -615,6 +615,43 @@ def test_dynamic_shapes_compile_the_c_once(neuron):
     assert torch_neuronx.get_fallback_ops() == []
 
 
+def test_scalar_parameters_are_read_at_run_time(neuron):
+    """Op parameters (clamp bounds, add's alpha, leaky_relu's slope) that come from a size or a
+    Python number: one shared object serves every value."""
+    cases = [(lambda x: x.clamp_min(x.shape[0] / 10), True, [(torch.randn(n),) for n in range(3, 9)]),
+             (lambda x, k: x.add(x * 3, alpha=k), None, [(torch.randn(5), k) for k in range(2, 7)]),
+             (lambda x, s: torch.nn.functional.leaky_relu(x, s) * 2, None, [(torch.randn(40), s) for s in (0.1, 0.2, 0.3)])]
+    for fn, dynamic, calls in cases:
+        torch._dynamo.reset()
+        runs0 = torch_neuronx.compiler.jit_stats()["compiles"]
+        cf = torch.compile(fn, backend="neuron", dynamic=dynamic)
+        for args in calls:
+            args = tuple(a.to(neuron) if isinstance(a, torch.Tensor) else a for a in args)
+            assert_bitwise_equal(cf(*args), fn(*args))
+        assert torch_neuronx.compiler.jit_stats()["compiles"] - runs0 <= 2, fn  # static, then symbolic
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_attention_strides_agree_with_eager(neuron):
+    """The fused attention's output has the layout the op's meta function gives compiled code
+    (the query's dim order), so a view that works eagerly also compiles."""
+    f = lambda q: torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)  # noqa: E731
+    g = lambda q: f(q).transpose(1, 2).view(2, 5, 16)  # noqa: E731
+    for q in (torch.randn(2, 2, 5, 8), torch.randn(2, 5, 2, 8).transpose(1, 2)):
+        q = q.to(neuron) if q.is_contiguous() else q.transpose(1, 2).to(neuron).transpose(1, 2)
+        torch._dynamo.reset()
+        for dynamic in (False, True):
+            assert torch.compile(f, backend="neuron", dynamic=dynamic)(q).stride() == f(q).stride()
+        try:
+            want = g(q)
+        except RuntimeError:  # a contiguous query: the view is invalid eagerly and compiled
+            with pytest.raises(Exception, match="view"):
+                torch.compile(g, backend="neuron")(q)
+        else:
+            assert_bitwise_equal(torch.compile(g, backend="neuron")(q), want)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def test_mark_dynamic_batch(neuron):
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32)).to(neuron)
@@ -649,10 +686,13 @@ def test_training_over_varying_sequence_lengths(neuron):
         return torch.stack(losses), [p.detach() for p in model.parameters()]
 
     le, pe = run(False)
+    torch._dynamo.utils.counters.clear()
     lc, pc = run(True)
     assert_bitwise_equal(lc, le)
     for a, b in zip(pc, pe):
         assert_bitwise_equal(a, b)
+    # one Dynamo graph for every length (attention's backend choice must not specialise the sizes)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
     spec = _specialisations(get_dynamo_metrics())
     for kind in ("forward", "backward"):
         arts = {r["artifact"] for r in spec if r["graph_type"] == kind}

@@ -219,7 +219,7 @@ class Unit:
         lines = [f"{_attrs(lp.members)}static void {name}(void *ctx, int64_t u0, int64_t u1) {{",
                  "  vnc_jit_loop_ctx *C = (vnc_jit_loop_ctx *)ctx;", "  char *const *B = C->B;"]
         faulting = [m for m in lp.members if m.op in INT_FAULT_ROWS and not m.compute.is_floating_point]
-        self.fault_locals = []
+        self.fault_locals, self.param_locals = [], []
         for k, (r, _) in enumerate(operands):
             lines.append(f"  char *p{k} = {addr(r)};")
         lines.append("  for (int64_t u = u0; u < u1; u++) {")
@@ -266,7 +266,7 @@ class Unit:
             lines += ["      }", "    } else {", "      for (int64_t i = i0; i < i1; i++) {"]
             lines += ["        " + b for b in self._body(lp, loads, addr_of, inner_st, hoisted=hoisted)] + ["      }", "    }"]
         # bodies that may meet a zero divisor report it through a copy of their parameters
-        lines[3:3] = [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
+        lines[3:3] = self.param_locals + [f"  vnc_ew_params {p}_ = {p}; {p}_.fault = &C->fault;" for p in self.fault_locals]
         lines += ["  }", "}", ""]
         self.top.append("\n".join(lines))
         return name, units, grain, faulting
@@ -324,14 +324,14 @@ class Unit:
         name = f"producer_{self.nloops}"
         self.nloops += 1
         acc = "float" if r.value.dtype.is_floating_point else "int64_t"  # reduce.c's accumulation
-        self.fault_locals = []
+        self.fault_locals, self.param_locals = [], []
         lines = [f"{_attrs(r.members)}static void {name}(void *ctx, char *const *in, const int64_t *st, int64_t n, void *out) {{",
                  "  char *const *B = (char *const *)ctx; (void)B; (void)st;", f"  {acc} *restrict o = ({acc} *)out;"]
         for j, x in enumerate(r.loads):
             ty = "VNC_STORAGE_" + dtype_name(x.ref.dtype)
             lines.append(f"  const {ty} *restrict x{j} = (const {ty} *)in[{j}];")
         body, names = self._compute(r.members, r.loads, lambda j: f"&x{j}[{_index(r.inner[j])}]")
-        lines[2:2] = [f"  vnc_ew_params {p}_ = {p};" for p in self.fault_locals]
+        lines[2:2] = self.param_locals + [f"  vnc_ew_params {p}_ = {p};" for p in self.fault_locals]
         lines.append("  for (int64_t i = 0; i < n; i++) {")
         lines += ["    " + b for b in body]
         lines += [f"    o[i] = ({acc})({names[id(r.value)][0]});", "  }", "}", ""]
@@ -373,7 +373,10 @@ class Unit:
         fault = m.op in INT_FAULT_ROWS and not m.compute.is_floating_point
         if m.params or fault:
             name = f"P{self.nparams}"
-            self.top.append(f"static const vnc_ew_params {name} = {_params(m.params)};")
+            # a local of the function, so _generalise reads its scalars from the segment's table:
+            # graphs that differ only in them (a clamp bound or alpha from a size or a Python
+            # number) share one shared object
+            self.param_locals.append(f"  const vnc_ew_params {name} = {_params(m.params)};")
             self.nparams += 1
             if fault:
                 self.fault_locals.append(name)
