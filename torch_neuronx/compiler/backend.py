@@ -9,6 +9,7 @@ ignored.
 """
 from __future__ import annotations
 
+import collections
 import os
 import time
 import warnings
@@ -138,12 +139,14 @@ class _GraphCompiler:
         metrics.commit(rec)
         return EagerGraph(gm)
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs, graph_type: str, name: str | None = None):
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs, graph_type: str, name: str | None = None,
+                 specialise_us: float = 0.0):
         if name is None:
             aot_id, kind, nth = _aot_names()
             graph_type = kind if kind in ("forward", "backward", "inference") else graph_type
             name = f"{self.model_name}_{aot_id}_{graph_type}_{nth}"
         rec = metrics.new_record(name, self.model_name, graph_type, gm)
+        rec.specialise_us = specialise_us
         t0 = time.perf_counter()
         if not _has_neuron_tensors(gm, example_inputs):  # as PyTorch would run it, on its device
             return self._eagerly(gm, rec, _NOT_OURS)
@@ -202,12 +205,16 @@ class SpecializingGraph:
     """A graph with symbolic sizes, lowered once per concrete shape it meets: the FX graph is
     re-propagated with fake tensors of the actual inputs (every size a number), then lowered as
     a static graph, whose shape-generic C is the same for every size of one structure (the JIT
-    finds it compiled); each specialisation is a metrics record."""
+    finds it compiled); each specialisation is a metrics record (``specialise_us``: the
+    re-propagation). The last CACHE_SIZE shapes are kept (least recently used dropped)."""
+
+    CACHE_SIZE = 256
 
     def __init__(self, gm, compiler, name, graph_type):
         self._boxed_call = True
         self.gm, self.compiler, self.name, self.graph_type = gm, compiler, name, graph_type
-        self.cache = {}
+        self.cache = collections.OrderedDict()
+        self.count = 0
 
     def __call__(self, *call_args):
         from .executor import _unbox
@@ -218,6 +225,10 @@ class SpecializingGraph:
         fn = self.cache.get(key)
         if fn is None:
             fn = self.cache[key] = self._specialise(args)
+            if len(self.cache) > self.CACHE_SIZE:
+                self.cache.popitem(last=False)
+        else:
+            self.cache.move_to_end(key)
         return fn(args)
 
     def _specialise(self, args):
@@ -226,9 +237,12 @@ class SpecializingGraph:
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
+        t0 = time.perf_counter()
         gm = copy.deepcopy(self.gm)
         FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*args)
-        return self.compiler(gm, args, self.graph_type, f"{self.name}_s{len(self.cache)}")
+        self.count += 1
+        return self.compiler(gm, args, self.graph_type, f"{self.name}_s{self.count - 1}",
+                             specialise_us=(time.perf_counter() - t0) * 1e6)
 
 
 def _keep_dir():

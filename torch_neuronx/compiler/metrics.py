@@ -27,7 +27,9 @@ class GraphRecord:
     calls). eager_op_count / eager_ops: neuron ops run through their eager kernels between C
     segments; host_ops: ops on CPU tensors in the graph (run by PyTorch's CPU kernels);
     collective_ops: the c10d functional collectives and waits the graph calls, in order. segment_count: tasks per run. aot_us: AOTAutograd tracing and partitioning
-    (forward record of a frame). lowering_us, codegen_us, compile_us (C compiler and loading).
+    (forward record of a frame). specialise_us: a symbolic graph's re-propagation with a new
+    shape's fake tensors (its specialisation records). lowering_us, codegen_us, compile_us (C
+    compiler and loading).
     cache_hit: the compiled object came from the cache (no C compiler run); compiler_runs.
     fallback: the graph runs eagerly (reason says why). artifact: path of the shared object.
     """
@@ -52,6 +54,7 @@ class GraphRecord:
     collective_ops: list = field(default_factory=list)
     segment_count: int = 0
     aot_us: float = 0.0
+    specialise_us: float = 0.0
     lowering_us: float = 0.0
     codegen_us: float = 0.0
     compile_us: float = 0.0
@@ -86,7 +89,7 @@ def frame_end(mark: tuple) -> None:
     with _lock:
         recs = _records[start:]
         if recs:
-            ours = sum(r.lowering_us + r.codegen_us + r.compile_us for r in recs)
+            ours = sum(r.specialise_us + r.lowering_us + r.codegen_us + r.compile_us for r in recs)
             recs[0].aot_us = max(0.0, total - ours)
 
 
