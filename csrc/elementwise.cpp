@@ -102,7 +102,9 @@
 #include <ATen/ops/tanh_meta.h>
 #include <ATen/ops/trunc_meta.h>
 
+#include <algorithm>
 #include <array>
+#include <cfloat>
 #include <complex>
 #include <string>
 
@@ -709,7 +711,8 @@ at::Tensor nx_mish_backward(const at::Tensor& grad, const at::Tensor& self) {
 }
 
 // nan_to_num: NaN -> nan (default 0), +-inf -> posinf / neginf (default: the dtype's largest and
-// lowest finite values). Integer and bool tensors are copied unchanged, as ATen does.
+// lowest finite values; float64, computed in float32, takes float32's). Integer and bool
+// tensors are copied unchanged, as ATen does.
 at::Tensor& nx_nan_to_num_out(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                               std::optional<double> neginf, at::Tensor& out) {
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "nan_to_num: dtype of out: ", out.scalar_type(),
@@ -726,6 +729,8 @@ at::Tensor& nx_nan_to_num_out(const at::Tensor& self, std::optional<double> nan,
     p.f[1] = posinf.value_or(static_cast<double>(std::numeric_limits<scalar_t>::max()));
     p.f[2] = neginf.value_or(static_cast<double>(std::numeric_limits<scalar_t>::lowest()));
   });
+  if (self.scalar_type() == at::kDouble)  // computed in float32: its finite range, so the result stays finite
+    for (int i = 1; i < 3; i++) p.f[i] = std::clamp(p.f[i], -double(FLT_MAX), double(FLT_MAX));
   auto iter = at::TensorIterator::unary_op(out, self);
   launch_ew(iter, VNC_EW_nan_to_num, p, "aten::nan_to_num");
   return out;

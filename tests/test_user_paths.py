@@ -405,3 +405,14 @@ def test_channels_last_results_as_cpu(native, op, layout):
     want, got = _on_both(fn, x, w)
     assert got.stride() == want.stride()
     torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_nan_to_num_of_float64_stays_finite(native):
+    """float64 computes in float32 on neuron: infinities become float32's largest finite values
+    (CPU's float64 ones would overflow it), so the result is finite as the op promises."""
+    x = torch.tensor([float("inf"), -float("inf"), float("nan"), 1.5], dtype=torch.float64)
+    big = torch.finfo(torch.float32).max
+    for kw in ({}, {"posinf": 1e300, "neginf": -1e300}):
+        got = torch.nan_to_num(x.to("neuron"), **kw).cpu()
+        assert got.dtype == torch.float64 and got.tolist() == [big, -big, 0.0, 1.5]
+    _ran("aten::nan_to_num")

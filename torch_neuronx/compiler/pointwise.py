@@ -245,10 +245,11 @@ class Rules:
         dt = out.dtype
         if not dt.is_floating_point:
             return PW("cast", [lw.val(n.args[0], dt)], dt, dt, size=tuple(out.shape))
-        fi = torch.finfo(dt)
+        fi = torch.finfo(torch.float32 if dt == torch.float64 else dt)  # float64 computes in float32 (as eager)
         nan, pos, neg = (_arg(n, i, k, None) for i, k in ((1, "nan"), (2, "posinf"), (3, "neginf")))
-        p = {"f": [0.0 if nan is None else float(nan), fi.max if pos is None else float(pos),
-                   fi.min if neg is None else float(neg)]}
+        clip = (lambda v: min(max(v, torch.finfo(torch.float32).min), fi.max)) if dt == torch.float64 else float
+        p = {"f": [0.0 if nan is None else float(nan), fi.max if pos is None else clip(float(pos)),
+                   fi.min if neg is None else clip(float(neg))]}
         return self._ew(lw, "nan_to_num", n.args[:1], out, p)
 
     def _cast(self, lw, n, out):
