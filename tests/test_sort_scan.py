@@ -255,6 +255,18 @@ def test_searchsorted_matches_cpu(native, dtype):
     assert torch.equal(torch.searchsorted(bd[0].to(native), 7).cpu(), torch.searchsorted(bd[0], 7))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_searchsorted_with_nan_boundaries_as_cpu(native, dtype):
+    """NaN boundaries (where torch.sort puts them, last): CPU's binary search moves right at a
+    NaN, which we follow."""
+    nan = float("nan")
+    vals = torch.tensor([0.0, 1.0, 1.5, 2.0, 100.0, nan, -float("inf"), float("inf")], dtype=dtype)
+    for seq in ([1.0, 2.0, nan], [1.0, 2.0, nan, nan], [nan], [1.0, 1.0, 2.0, 3.0, nan]):
+        bd = torch.tensor(seq, dtype=dtype)
+        for right in (False, True):
+            want = torch.searchsorted(bd, vals, right=right)
+            assert torch.equal(torch.searchsorted(bd.to(native), vals.to(native), right=right).cpu(), want), (seq, right)
+
 def test_searchsorted_sorter_promotion_and_errors(native):
     g = torch.Generator().manual_seed(5)
     raw = torch.randn(4, 30, generator=g)

@@ -233,7 +233,8 @@ static void search_units(void *ctx, int64_t u0, int64_t u1) {
           }
         }
         const uint64_t b = key(p[2] + at * l->step[2]);
-        if (t->right ? b <= v : b < v) lo = mid + 1;
+        /* CPU PyTorch's test, !(b >= v) or !(b > v): a NaN boundary sends the search right */
+        if ((t->right ? b <= v : b < v) || (t->floating && b == UINT32_MAX)) lo = mid + 1;
         else hi = mid;
       }
       store(p[1] + j * l->step[1], lo);
