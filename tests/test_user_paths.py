@@ -416,3 +416,11 @@ def test_nan_to_num_of_float64_stays_finite(native):
         got = torch.nan_to_num(x.to("neuron"), **kw).cpu()
         assert got.dtype == torch.float64 and got.tolist() == [big, -big, 0.0, 1.5]
     _ran("aten::nan_to_num")
+
+
+def test_relu_keeps_negative_zero_and_nan(native):
+    """CPU PyTorch's relu leaves -0.0 and NaN as they are (only values below zero become 0)."""
+    x = torch.tensor([-0.0, 0.0, -1.0, float("nan"), 2.0, -float("inf")])
+    for fn in (torch.relu, F.relu6, lambda t: F.hardtanh(t, 0.0, 6.0)):
+        want, got = _on_both(fn, x)
+        assert torch.equal(torch.signbit(got.cpu()), torch.signbit(want)) and torch.equal(got.cpu().nan_to_num(), want.nan_to_num())

@@ -117,7 +117,7 @@ typedef struct vnc_ew_na {
   X(shrink_backward, 2, S, (b >= -(float)P->f[0] && b <= (float)P->f[0]) ? 0.0f : a, VNC_NA, VNC_NA, VNC_NA) /* a: grad, b: input (hard and soft) */ \
   X(threshold, 2, S, a <= (float)P->f[0] ? (float)P->f[1] : b, (T)(a <= (T)P->i[0] ? (T)P->i[1] : b), VNC_NA, VNC_NA) /* a, b: self */ \
   /* activations (P: see the glue for each op's parameters) */ \
-  X(relu, 1, S, (a > 0.0f || isnan(a)) ? a : 0.0f, (T)(a > 0 ? a : 0), a, VNC_NA) \
+  X(relu, 1, S, a < 0.0f ? 0.0f : a, (T)(a > 0 ? a : 0), a, VNC_NA) \
   X(clamp, 1, S, vnc_f_clamp(a, P), (T)(((P->flags & 2) && a > P->i[1]) ? P->i[1] : ((P->flags & 1) && a < P->i[0]) ? P->i[0] : a), VNC_NA, VNC_NA) \
   /* clamp with tensor bounds b (min) and c (max): NaN when a bound is NaN (as ATen) */ \
   X(clamp_tensor, 3, S, (isnan(b) || isnan(c)) ? NAN : vnc_f_min(vnc_f_max(a, b), c), (T)((a < b ? b : a) > c ? c : (a < b ? b : a)), VNC_NA, VNC_NA) \
