@@ -320,7 +320,11 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
 }
 at::Tensor nonzero(const at::Tensor& self) {
   at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzero_out(self, out);
+  // CPU PyTorch's result is column-major (strides (1, N)): each index column, and each tensor
+  // of nonzero(as_tuple=True), is contiguous
+  nonzero_out(self, out);
+  at::Tensor result = at::empty_strided(out.sizes(), {1, out.size(0)}, out.options());
+  return result.copy_(out);
 }
 
 at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {

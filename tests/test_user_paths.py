@@ -424,3 +424,13 @@ def test_relu_keeps_negative_zero_and_nan(native):
     for fn in (torch.relu, F.relu6, lambda t: F.hardtanh(t, 0.0, 6.0)):
         want, got = _on_both(fn, x)
         assert torch.equal(torch.signbit(got.cpu()), torch.signbit(want)) and torch.equal(got.cpu().nan_to_num(), want.nan_to_num())
+
+
+def test_nonzero_is_column_major_as_cpu(native):
+    for x in (torch.tensor([[1, 0], [0, 3]]), torch.tensor([0, 1, 1]), torch.tensor(1), torch.tensor(0),
+              torch.zeros(3, 0), torch.ones(2, 3, 4)):
+        want, got = _on_both(torch.nonzero, x)
+        assert got.stride() == want.stride() and torch.equal(got.cpu(), want)
+        assert [t.stride() for t in torch.nonzero(x.to("neuron"), as_tuple=True)] == \
+            [t.stride() for t in torch.nonzero(x, as_tuple=True)]
+    _ran("aten::nonzero")
