@@ -1055,6 +1055,25 @@ at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tens
   return grad_output.mul(mask).mul(scale);  // out of place: integer gradients promote, as ATen
 }
 
+// Weight norm (nn.utils.parametrizations.weight_norm, fused form for dim 0 or the last dim):
+// ATen's composite forms on native kernels, in float32 for half and bfloat16 as CPU's kernels
+// compute; the norms (the shape of g) stay float32 as CPU returns them.
+at::Tensor wide(const at::Tensor& t) { return at::isReducedFloatingType(t.scalar_type()) ? t.to(at::kFloat) : t; }
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+  record_native("aten::_weight_norm_interface");
+  at::Tensor norms = at::norm_except_dim(wide(v), 2, dim);
+  return {(wide(v) * (wide(g) / norms)).to(v.scalar_type()), norms};
+}
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tensor& grad_w, const at::Tensor& v,
+                                                                  const at::Tensor& g, const at::Tensor& norms,
+                                                                  int64_t dim) {
+  record_native("aten::_weight_norm_interface_backward");
+  auto [gv, gg] = at::_weight_norm_differentiable_backward(wide(grad_w), wide(v), wide(g), wide(norms), dim);
+  return {gv.to(v.scalar_type()), gg.to(g.scalar_type())};
+}
+
 }  // namespace
 
 using T = const at::Tensor&;
@@ -1062,6 +1081,8 @@ using T = const at::Tensor&;
 // Softmax, layer norm, the losses and log_sigmoid run natively for floating dtypes only, as CPU's
 // kernels do; other dtypes go to the CPU fallback (gate.h), which computes or raises as CPU.
 NEURON_LIBRARY_IMPL(m) {
+  m.impl("_weight_norm_interface", TORCH_FN(weight_norm_interface), kFloatingDtypes);
+  m.impl("_weight_norm_interface_backward", TORCH_FN(weight_norm_interface_backward), kFloatingDtypes);
   m.impl("_softmax", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::functional<Softmax<false>>)), kFloatingDtypes);
   m.impl("_softmax.out", TORCH_FN((Variants<at::meta::structured__softmax, int64_t, bool>::out<Softmax<false>>)), kFloatingDtypes);
   m.impl("_log_softmax", TORCH_FN((Variants<at::meta::structured__log_softmax, int64_t, bool>::functional<Softmax<true>>)), kFloatingDtypes);

@@ -393,6 +393,37 @@ bool reduction_geometry(bool sum_like, const at::Tensor& self, const at::Tensor&
   m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \
   m.impl(OUT, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::out<IMPL>)));
 
+// The legacy norm.ScalarOpt_dim(_dtype) overloads (norm_except_dim, weight norm and older
+// code call them): linalg_vector_norm, as ATen implements them.
+void check_norm_dtypes(const at::Tensor& self, std::optional<at::ScalarType> dtype) {  // ATen's norm meta checks
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              "norm(): input dtype should be either floating point or complex. Got ", self.scalar_type(), " instead.");
+  TORCH_CHECK(!dtype || at::isFloatingType(*dtype) || at::isComplexType(*dtype),
+              "norm(): the desired output dtype should be either floating point or complex. Got ", *dtype, " instead.");
+}
+at::Tensor& norm_dim_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                         std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  check_norm_dtypes(self, dtype);
+  return at::linalg_vector_norm_out(out, self, p.value_or(2.0), dim, keepdim, dtype);
+}
+at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::Tensor& out) {
+  return norm_dim_out(self, p, dim, keepdim, std::nullopt, out);
+}
+at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                           bool keepdim, at::ScalarType dtype, at::Tensor& out) {
+  return norm_dim_out(self, p, dim, keepdim, dtype, out);
+}
+at::Tensor norm_dim(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim) {
+  check_norm_dtypes(self, std::nullopt);
+  return at::linalg_vector_norm(self, p.value_or(2.0), dim, keepdim, std::nullopt);
+}
+at::Tensor norm_dim_dtype(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                          at::ScalarType dtype) {
+  check_norm_dtypes(self, dtype);
+  return at::linalg_vector_norm(self, p.value_or(2.0), dim, keepdim, dtype);
+}
+
 using OptDims = at::OptionalIntArrayRef;
 using OptType = std::optional<at::ScalarType>;
 using S = const at::Scalar&;
@@ -413,6 +444,10 @@ NEURON_LIBRARY_IMPL(m) {
   REG2("argmax", "argmax.out", structured_argmax, Arg<VNC_RED_ARGMAX>, std::optional<int64_t>, bool)
   REG2("argmin", "argmin.out", structured_argmin, Arg<VNC_RED_ARGMIN>, std::optional<int64_t>, bool)
   REG2("linalg_vector_norm", "linalg_vector_norm.out", structured_linalg_vector_norm, VectorNorm, S, OptDims, bool, OptType)
+  m.impl("norm.ScalarOpt_dim", TORCH_FN(norm_dim));
+  m.impl("norm.ScalarOpt_dim_dtype", TORCH_FN(norm_dim_dtype));
+  m.impl("norm.out", TORCH_FN(norm_out));
+  m.impl("norm.dtype_out", TORCH_FN(norm_dtype_out));
   REG2("any.dim", "any.out", structured_any_dim, AnyAll<VNC_RED_ANY>, int64_t, bool)
   REG2("any.dims", "any.dims_out", structured_any_dims, AnyAll<VNC_RED_ANY>, OptDims, bool)
   REG2("all.dim", "all.out", structured_all_dim, AnyAll<VNC_RED_ALL>, int64_t, bool)

@@ -434,3 +434,43 @@ def test_nonzero_is_column_major_as_cpu(native):
         assert [t.stride() for t in torch.nonzero(x.to("neuron"), as_tuple=True)] == \
             [t.stride() for t in torch.nonzero(x, as_tuple=True)]
     _ran("aten::nonzero")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_weight_norm_trains_natively(native, dtype, dim):
+    """nn.utils.parametrizations.weight_norm: its fused interface and backward run natively
+    (they went to the CPU fallback), eager and compiled, with CPU's gradients."""
+    import copy
+
+    from torch.nn.utils.parametrizations import weight_norm
+
+    torch.manual_seed(0)
+    cpu = weight_norm(torch.nn.Linear(8, 4), dim=dim).to(dtype)
+    x = _x(3, 8, dtype=dtype)
+    cpu(x).pow(2).sum().backward()
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-6)
+    for compiled in (False, True):
+        m = copy.deepcopy(cpu).to("neuron")
+        m.zero_grad()
+        (torch.compile(m, backend="neuron") if compiled else m)(x.to("neuron")).pow(2).sum().backward()
+        for (name, p), q in zip(m.named_parameters(), cpu.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, **tol, msg=f"{name} compiled={compiled}")
+    if dim is not None:
+        _ran("aten::_weight_norm_interface")
+        _ran("aten::_weight_norm_interface_backward")
+
+
+def test_legacy_norm_overloads(native):
+    x = _x(4, 8)
+    cases = [lambda t: torch.ops.aten.norm.ScalarOpt_dim(t, 2, [1], True), lambda t: torch.ops.aten.norm.ScalarOpt_dim(t, None, [0]),
+             lambda t: torch.ops.aten.norm.ScalarOpt_dim_dtype(t, 1, [1], False, dtype=torch.float64),
+             lambda t: torch.ops.aten.norm.ScalarOpt_dim(t, float("inf"), [1]), lambda t: torch.norm_except_dim(t, 2, 1),
+             lambda t: torch.ops.aten.norm.out(t, 3, [0], out=torch.empty(8, device=t.device))]
+    for fn in cases:
+        want, got = _on_both(fn, x)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want)
+    for t in (torch.ones(3, dtype=torch.long), torch.ones(3, dtype=torch.long).to("neuron")):
+        with pytest.raises(RuntimeError, match="norm\\(\\): input dtype should be either floating point or complex"):
+            torch.ops.aten.norm.ScalarOpt_dim(t, 2, [0])
