@@ -399,18 +399,28 @@ struct LeakyReluBackward {
   }
 };
 
-// clamp family: bits 1 (min) and 2 (max) of flags say which bounds are present.
-vnc_ew_params clamp_params(const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
+// A Scalar argument as ATen's CPU kernels read it in the compute dtype (Scalar::to<scalar_t>,
+// c10's checked conversion): out of the type's range it raises "value cannot be converted to
+// type uint8_t without overflow"; a negative integer within range wraps into an unsigned type
+// (-3 is 253 for uint8); float16 / bfloat16 round it.
+at::Scalar scalar_as(const at::Scalar& s, at::ScalarType dt) {
+  at::Scalar r;
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dt, "scalar_as", [&] { r = at::Scalar(s.to<scalar_t>()); });
+  return r;
+}
+
+// clamp family: bits 1 (min) and 2 (max) of flags say which bounds are present; the bounds are
+// read in the compute dtype `dt`, as ATen's clamp kernels read them.
+vnc_ew_params clamp_params(const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi,
+                           at::ScalarType dt) {
   vnc_ew_params p{};
-  if (lo) {
-    p.flags |= 1;
-    p.f[0] = lo->toDouble();
-    p.i[0] = lo->isIntegral(false) ? lo->toLong() : static_cast<int64_t>(std::ceil(lo->toDouble()));
-  }
-  if (hi) {
-    p.flags |= 2;
-    p.f[1] = hi->toDouble();
-    p.i[1] = hi->isIntegral(false) ? hi->toLong() : static_cast<int64_t>(std::floor(hi->toDouble()));
+  const std::optional<at::Scalar>* bounds[2] = {&lo, &hi};
+  for (int k = 0; k < 2; k++) {
+    if (!*bounds[k]) continue;
+    const at::Scalar v = scalar_as(**bounds[k], dt);
+    p.flags |= 1 << k;
+    p.f[k] = v.toDouble();
+    p.i[k] = at::isIntegralType(dt, true) ? v.toLong() : 0;
   }
   return p;
 }
@@ -418,22 +428,27 @@ vnc_ew_params clamp_params(const std::optional<at::Scalar>& lo, const std::optio
 struct Clamp {
   template <class M>
   static void run(M& op, const at::Tensor&, const std::optional<at::Scalar>& lo,
-                  const std::optional<at::Scalar>& hi, const at::Tensor&) {
-    launch_ew(op, VNC_EW_clamp, clamp_params(lo, hi), "aten::clamp");
+                  const std::optional<at::Scalar>& hi, const at::Tensor& out) {
+    // ATen: with both bounds given, a NaN bound makes every element NaN.
+    if (lo && hi && (std::isnan(lo->toDouble()) || std::isnan(hi->toDouble()))) {
+      const_cast<at::Tensor&>(out).fill_(std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    launch_ew(op, VNC_EW_clamp, clamp_params(lo, hi, op.common_dtype()), "aten::clamp");
   }
 };
 
 struct ClampMin {
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Scalar& lo, const at::Tensor&) {
-    launch_ew(op, VNC_EW_clamp, clamp_params(lo, std::nullopt), "aten::clamp_min");
+    launch_ew(op, VNC_EW_clamp, clamp_params(lo, std::nullopt, op.common_dtype()), "aten::clamp_min");
   }
 };
 
 struct ClampMax {
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Scalar& hi, const at::Tensor&) {
-    launch_ew(op, VNC_EW_clamp, clamp_params(std::nullopt, hi), "aten::clamp_max");
+    launch_ew(op, VNC_EW_clamp, clamp_params(std::nullopt, hi, op.common_dtype()), "aten::clamp_max");
   }
 };
 
@@ -446,8 +461,13 @@ struct InputTyped {  // bool-valued tests of the input: compute in the input's o
 };
 
 // x ** scalar: ATen's special cases (0: ones, 1: copy) and integer checks, then pow with the
-// exponent as a scalar operand.
+// exponent as a scalar operand, read as ATen's kernel reads it: as double for float32/64, in the
+// compute dtype otherwise (checked: uint8 ** 300 raises; float16 / bfloat16 round it).
 struct PowScalar {
+  // A complex exponent makes the result complex: refused before the meta converts the base.
+  static void precheck(const at::Tensor&, const at::Scalar& exponent) {
+    NEURON_CHECK_SUPPORTED(!exponent.isComplex(), "pow with a complex exponent is not natively supported on neuron");
+  }
   template <class M>
   static void run(M& op, const at::Tensor& self, const at::Scalar& exponent, const at::Tensor& out) {
     if (exponent.equal(0.0) || exponent.equal(false)) {
@@ -460,7 +480,9 @@ struct PowScalar {
     }
     TORCH_CHECK(!(at::isIntegralType(op.common_dtype(), true) && exponent.isIntegral(true) && exponent.toLong() < 0),
                 "Integers to negative integer powers are not allowed.");
-    launch_ew(op, VNC_EW_pow, no_params(), "aten::pow", {exponent.toDouble()});
+    const at::ScalarType dt = op.common_dtype();
+    const bool as_double = dt == at::kFloat || dt == at::kDouble || at::isComplexType(dt);
+    launch_ew(op, VNC_EW_pow, no_params(), "aten::pow", {(as_double ? exponent : scalar_as(exponent, dt)).toDouble()});
   }
 };
 
@@ -745,12 +767,13 @@ at::Tensor& nx_nan_to_num_(at::Tensor& self, std::optional<double> nan, std::opt
   return nx_nan_to_num_out(self, nan, posinf, neginf, self);
 }
 
-// pow with a scalar base (2 ** t): the tensor-tensor kernel with the base as a 0-dim tensor of
-// the result dtype, as ATen composes it (a base of 1 gives ones).
+// pow with a scalar base (2 ** t): the tensor-tensor kernel with the base as a host 0-dim
+// operand of the result dtype, as ATen composes it (a base of 1 gives ones). The base converts
+// as TensorIterator casts a wrapped number, unchecked: 300 is 44 in uint8, 1e10 inf in float16.
 at::Tensor nx_pow_scalar_base(const at::Scalar& base, const at::Tensor& exponent) {
   const at::ScalarType dt = at::result_type(base, exponent);
   if (base.equal(1)) return at::ones_like(exponent, exponent.options().dtype(dt));
-  return at::pow(at::scalar_tensor(base, exponent.options().dtype(dt)), exponent);
+  return at::pow(c10::scalar_to_tensor(base).to(dt), exponent);
 }
 
 // sgn: sign for real dtypes; complex inputs (z / |z|) take the visible CPU fallback.

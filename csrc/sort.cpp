@@ -57,9 +57,15 @@ std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, int64_t k,
   check_same_device("aten::topk", self, {&values, &indices});
   record_native("aten::topk");
   if (self.scalar_type() == at::kDouble) warn_float64("aten::topk");
+  c10::DeviceGuard g(self.device());
+  if (self.dim() == 0) {  // ATen: a 0-dim input is its own top element, for k = 0 as for k = 1
+    op.maybe_get_output(0).copy_(self);
+    op.maybe_get_output(1).zero_();
+    op.finish();
+    return {values, indices};
+  }
   // Always sorted, ties in original order: one of the answers sorted=False allows.
   vnc_tensor x = to_vnc(self), v = to_vnc(op.maybe_get_output(0)), i = to_vnc(op.maybe_get_output(1));
-  c10::DeviceGuard g(self.device());
   check(vnc_topk(stream_of(self), "aten::topk", &x, wrap(dim, self), k, largest, &v, &i));
   op.finish();
   return {values, indices};

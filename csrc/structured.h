@@ -92,10 +92,19 @@ inline at::OptionalTensorRef to_meta(const std::optional<at::Tensor>& t) {
 // Impl: a type with static run(Pre& pre, const at::Tensor& self, Args... args, const at::Tensor& out),
 // where `pre` is the Structured op itself, or, for metas that precompute values (a wrapped
 // dim, index geometry), the struct the meta returned.
+// An Impl may declare static precheck(self, args...): it runs before the meta, for refusals
+// (NEURON_CHECK_SUPPORTED) that must precede the meta's own device work (an input's dtype
+// conversion), so that the gate can still hand the call to the CPU fallback.
+template <class Impl, class = void>
+struct HasPrecheck : std::false_type {};
+template <class Impl>
+struct HasPrecheck<Impl, std::void_t<decltype(&Impl::precheck)>> : std::true_type {};
+
 template <class Meta, class... Args>
 struct Variants {
   template <class Impl>
   static void invoke(Structured<Meta>& op, const at::Tensor& self, Args... args) {
+    if constexpr (HasPrecheck<Impl>::value) Impl::precheck(self, args...);
     if constexpr (std::is_void_v<decltype(op.meta(self, to_meta(args)...))>) {
       op.meta(self, to_meta(args)...);
       Impl::run(op, self, args..., op.maybe_get_output(0));

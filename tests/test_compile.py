@@ -143,6 +143,52 @@ def test_views_broadcast_and_strided_inputs(neuron):
     assert_compiled()
 
 
+def test_clamp_and_pow_scalar_arguments_compile_as_eager_and_cpu(neuron):
+    """Lowered clamp / hardtanh / pow read their number arguments as eager and CPU do: bounds in
+    the tensor's dtype (uint8 -3 is 253), min(max(x, lo), hi) for lo > hi, NaN when a bound is
+    NaN; the float16 / bfloat16 exponent rounded, ATen's sqrt shortcut for float32 / bfloat16 but
+    powf for float16 and for tensor exponents; hardswish's gradient at +-3."""
+    nan, inf = float("nan"), float("inf")
+
+    def f(i, u, x, h, b, e):
+        return (torch.clamp(i, 5, -3), torch.clamp(u, -3, 5), torch.clamp(u, max=-1), torch.clamp_min(u, -3),
+                torch.clamp(x, nan, 2.0), torch.ops.aten.hardtanh(x, 0.0, nan), torch.clamp(x, 5.0, -3.0),
+                torch.pow(h, 2.1), torch.pow(b, 2.1), torch.pow(x, 0.5), torch.pow(h, 0.5), torch.pow(b, -0.5),
+                torch.pow(h, -0.5), torch.pow(x, e), torch.pow(-0.0, e), torch.pow(300, u),
+                torch.ops.aten.hardswish_backward(torch.ones_like(x), x))
+
+    i = torch.tensor([-7, 0, 3, 9, 100, -100])
+    u = torch.tensor([0, 1, 7, 200, 255, 3], dtype=torch.uint8)
+    x = torch.tensor([-inf, -3.0, -0.0, 3.0, 4.0, nan])
+    h, b, e = x.half() * 100, x.bfloat16() * 100, torch.tensor([0.5, -0.5, -0.5, 2.0, 1.5, -0.5])
+    args = [t.to(neuron) for t in (i, u, x, h, b, e)]
+    cf = torch.compile(f, backend="neuron")
+    got, eager, want = cf(*args), f(*args), f(i, u, x, h, b, e)
+    for g, ea, w in zip(got, eager, want, strict=True):
+        assert_bitwise_equal(g, ea)
+        assert_bitwise_equal(g, w)
+    assert_compiled()
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+@pytest.mark.parametrize("case", ["uint8 bound 300", "int8 bound 200", "float16 bound 1e5", "uint8 ** 300",
+                                  "float16 ** 1e10"])
+def test_out_of_range_number_arguments_raise_cpus_error_when_compiled(neuron, case):
+    """A bound or exponent outside the tensor's dtype is not lowered: the op runs as an eager
+    step, which raises CPU's RuntimeError."""
+    fn, dtype = {"uint8 bound 300": (lambda t: torch.clamp(t, 300) + 1, torch.uint8),
+                 "int8 bound 200": (lambda t: torch.clamp(t, max=200) + 1, torch.int8),
+                 "float16 bound 1e5": (lambda t: torch.clamp(t, 1e5) + 1, torch.float16),
+                 "uint8 ** 300": (lambda t: torch.pow(t, 300) + 1, torch.uint8),
+                 "float16 ** 1e10": (lambda t: torch.pow(t, 1e10) + 1, torch.float16)}[case]
+    x = torch.tensor([1, 2], dtype=dtype)
+    with pytest.raises(RuntimeError) as cpu_error:
+        fn(x)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow") as error:
+        torch.compile(fn, backend="neuron")(x.to(neuron))
+    assert str(error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+
+
 def test_pow_scalar_base_and_foreach_pow(neuron):
     """pow with a number base (2.5 ** t, and 1 ** t = 1 even for NaN) and the _foreach_pow
     overloads (list ** number, list ** list, number ** list) lower into fused loops, with

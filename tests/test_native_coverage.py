@@ -5,6 +5,8 @@ import torch
 
 import torch_neuronx
 
+from conftest import assert_bitwise_equal
+
 F = torch.nn.functional
 
 
@@ -97,3 +99,138 @@ def test_median_is_native_and_propagates_nan():
     torch.testing.assert_close(values.cpu(), expected.values, equal_nan=True)
     assert torch.equal(indices.cpu(), expected.indices)
     assert torch_neuronx.get_fallback_ops() == []
+
+
+# ---------------------------------------------------------------- clamp, hardswish, pow parity
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _outcome(fn, device):
+    """fn(device)'s tensors on the host, or the RuntimeError it raised."""
+    try:
+        r = fn(device)
+    except RuntimeError as e:
+        return e
+    return tuple(t.cpu() for t in r) if isinstance(r, (tuple, list)) else (r.cpu(),)
+
+
+def assert_like_cpu(fn, bitwise=True):
+    """fn("neuron") gives CPU PyTorch's values (bit for bit, signed zeros included), or raises
+    CPU's RuntimeError with CPU's message."""
+    want, got = _outcome(fn, "cpu"), _outcome(fn, "neuron")
+    if isinstance(want, RuntimeError):
+        assert isinstance(got, RuntimeError), (want, got)
+        assert str(got).splitlines()[0] == str(want).splitlines()[0]
+        return
+    assert not isinstance(got, RuntimeError), got
+    for g, w in zip(got, want, strict=True):
+        if bitwise:
+            assert_bitwise_equal(g, w)
+        else:
+            torch.testing.assert_close(g, w, equal_nan=True)
+
+
+CLAMP_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.float32, torch.float16,
+                torch.bfloat16]
+# (min, max): min > max (every element is max), negative bounds for unsigned types (read as
+# the wrapped value), bounds out of the type's range (RuntimeError), NaN bounds (all NaN when
+# both are given), infinities.
+CLAMP_BOUNDS = [(5, -3), (-3, 5), (None, -1), (-3, None), (300, None), (None, 200), (-256, None), (NAN, 2.0),
+                (0.0, NAN), (NAN, None), (None, NAN), (1e5, None), (None, -1e39), (-INF, INF), (2.5, None)]
+
+
+@pytest.mark.parametrize("dtype", CLAMP_DTYPES, ids=str)
+def test_clamp_scalar_bounds_match_cpu(native, dtype):
+    """clamp / clamp_ / clamp(out=) / clamp_min / clamp_max / hardtanh read a Python-number bound
+    in the tensor's dtype as CPU does (c10's checked conversion) and compute min(max(x, lo), hi)."""
+    base = torch.tensor([-7, 0, 3, 9, 100], dtype=torch.int64).to(dtype) if dtype != torch.uint8 else \
+        torch.tensor([0, 1, 7, 200, 255], dtype=dtype)
+    x = lambda d: base.to(d, copy=True)  # noqa: E731 (clamp_ writes it)
+    for lo, hi in CLAMP_BOUNDS:
+        assert_like_cpu(lambda d: torch.clamp(x(d), lo, hi))
+        rt = torch.result_type(base, lo if lo is not None else hi)
+        if rt == dtype:  # in-place and out= keep the dtype
+            assert_like_cpu(lambda d: x(d).clamp_(lo, hi))
+            assert_like_cpu(lambda d: torch.clamp(x(d), lo, hi, out=torch.empty(5, dtype=dtype, device=d)))
+        if hi is None:
+            assert_like_cpu(lambda d: torch.clamp_min(x(d), lo))
+        if lo is None:
+            assert_like_cpu(lambda d: torch.clamp_max(x(d), hi))
+        if lo is not None and hi is not None and not (dtype == torch.uint8 and min(lo, hi) < 0):
+            # aten's hardtanh: F.hardtanh refuses lo > hi in Python
+            assert_like_cpu(lambda d: torch.ops.aten.hardtanh(x(d), lo, hi))
+    assert "aten::clamp" in torch_neuronx.get_executed_ops()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.float32, torch.bfloat16], ids=str)
+def test_clamp_tensor_bounds_match_cpu(native, dtype):
+    """clamp with tensor bounds: min > max gives max, a NaN bound gives NaN (float)."""
+    x = torch.tensor([0, 1, 7, 200], dtype=dtype)
+    lo, hi = torch.tensor([5, 0, 9, 0], dtype=dtype), torch.tensor([3, 0, 8, 250], dtype=dtype)
+    assert_like_cpu(lambda d: torch.clamp(x.to(d), lo.to(d), hi.to(d)))
+    assert_like_cpu(lambda d: torch.clamp(x.to(d), lo.to(d)))
+    assert_like_cpu(lambda d: torch.clamp(x.to(d), max=hi.to(d)))
+    if dtype.is_floating_point:
+        nan_lo = torch.tensor([NAN, 0, 0, 0], dtype=dtype)
+        assert_like_cpu(lambda d: torch.clamp(x.to(d), nan_lo.to(d), hi.to(d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_hardswish_backward_at_the_kinks_matches_cpu(native, dtype):
+    """ATen's hardswish gradient: x <= -3 gives 0, x >= 3 the incoming gradient itself."""
+    x = torch.tensor([-4.0, -3.0, -2.9, 0.0, 2.9, 3.0, 4.0], dtype=dtype)
+    g = torch.linspace(0.5, 2.0, 7).to(dtype)
+    assert_like_cpu(lambda d: torch.ops.aten.hardswish_backward(g.to(d), x.to(d)), bitwise=False)
+
+    def autograd(d):
+        xd = x.to(d, copy=True).requires_grad_()
+        F.hardswish(xd).backward(g.to(d))
+        return xd.grad
+    assert_like_cpu(autograd, bitwise=False)
+
+
+def test_pow_scalar_exponent_and_base_conversions_match_cpu(native):
+    """pow(tensor, number) reads the exponent in the tensor's dtype, checked (uint8 ** 300 and
+    float16 ** 1e10 raise; float16 / bfloat16 round it); pow(number, tensor) converts the base
+    unchecked, as a wrapped number (300 ** uint8 is 44 ** x, 1e10 ** float16 is inf ** x)."""
+    u = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    i8 = torch.tensor([1, 2], dtype=torch.int8)
+    h = torch.tensor([1.0, 2.0, 3.0, 100.0], dtype=torch.float16)
+    b = torch.tensor([1.0, 2.0, 3.0, 100.0], dtype=torch.bfloat16)
+    for t, e in ((u, 300), (u, 255), (u, -1), (i8, 1000), (i8, 127), (h, 1e10), (h, 65520), (h, 2.1),
+                 (b, 1e39), (b, 2.1), (h, 0), (u, 1)):
+        assert_like_cpu(lambda d: torch.pow(t.to(d), e))
+        assert_like_cpu(lambda d: t.to(d, copy=True).pow_(e))
+        assert_like_cpu(lambda d: torch.pow(t.to(d), e, out=torch.empty(0, dtype=t.dtype, device=d)))
+        assert_like_cpu(lambda d: torch.pow(e, t.to(d)))
+    assert_like_cpu(lambda d: torch.pow(1e5, torch.tensor([0.5, 2.0], dtype=torch.float16, device=d)))
+    assert "aten::pow" in torch_neuronx.get_executed_ops()
+
+
+SPECIAL_BASES = [-INF, -2.0, -1.0, -0.0, 0.0, 0.25, 1.0, 4.0, INF, NAN]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_pow_ieee_special_values_match_cpu(native, dtype):
+    """pow of tensors is C's pow (pow(-inf, 0.5) = inf, pow(-0, -0.5) = inf); pow by a number
+    takes ATen's shortcuts for float32 / bfloat16 (0.5 is sqrt: nan, -0) but not for float16."""
+    x = torch.tensor(SPECIAL_BASES, dtype=dtype)
+    exps = [0.5, -0.5, 2.0, 3.0, -1.0, -2.0, 1.5, -1.5]
+    for e in exps:
+        assert_like_cpu(lambda d: torch.pow(x.to(d), e))
+    xs = x.repeat_interleave(len(exps))
+    es = torch.tensor(exps, dtype=dtype).repeat(len(SPECIAL_BASES))
+    assert_like_cpu(lambda d: torch.pow(xs.to(d), es.to(d)))
+    assert_like_cpu(lambda d: torch.pow(-0.0, es.to(d)))  # a number base: the tensor kernel
+
+
+def test_pow_with_complex_exponent_takes_the_cpu_fallback(neuron):
+    """A complex exponent makes the result complex: refused before any device work, so the call
+    takes the visible CPU fallback (recorded) and gives CPU's result."""
+    torch_neuronx.clear_op_tracking()
+    x = torch.tensor([1.0, 2.0, -3.0])
+    with pytest.warns(UserWarning, match="aten::pow"):
+        got = torch.pow(x.to(neuron), 2 + 0j)
+    assert_bitwise_equal(got, torch.pow(x, 2 + 0j))
+    assert "aten::pow" in torch_neuronx.get_fallback_ops()

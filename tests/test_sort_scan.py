@@ -152,6 +152,26 @@ def test_topk_nan_dims_and_errors(native):
         torch.topk(torch.ones(3, dtype=torch.bool, device=native), 1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.uint8])
+def test_topk_of_a_0dim_tensor_matches_cpu(native, dtype):
+    """ATen: a 0-dim input is its own top element (values 0-dim, index 0) for k = 0 as for k = 1;
+    k = 2 is out of range. Functional and out= forms."""
+    x = torch.tensor(2.5).to(dtype)
+    for k in (0, 1):
+        for dim, largest in ((0, True), (-1, False)):
+            want = torch.topk(x, k, dim=dim, largest=largest)
+            got = torch.topk(x.to(native), k, dim=dim, largest=largest)
+            assert_bitwise_equal(got.values, want.values)
+            assert_bitwise_equal(got.indices, want.indices)
+            v, i = torch.empty(0, dtype=dtype, device=native), torch.empty(0, dtype=torch.int64, device=native)
+            torch.topk(x.to(native), k, dim=dim, largest=largest, out=(v, i))
+            assert_bitwise_equal(v, want.values)
+            assert_bitwise_equal(i, want.indices)
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        torch.topk(torch.tensor(2.5, device=native), 2)
+    assert "aten::topk" in torch_neuronx.get_executed_ops()
+
+
 # ---------------------------------------------------------------- scans
 
 def test_cumsum_int8_promotes_to_int64(native):

@@ -111,6 +111,48 @@ int main(void) {
   CHECK_OK(vnc_stream_synchronize(S));
   CHECK(mo[0] == -1 && mo[1] == -4 && isnan(mo[2]) && mo[5] == -6);
 
+  /* clamp of integers is ATen's min(max(x, lo), hi): with lo > hi every element is hi. */
+  int64_t cx[4] = {-7, 0, 3, 9}, co[4];
+  vnc_tensor tcx = vnc_tensor_contiguous(cx, VNC_INT64, 1, (int64_t[]){4});
+  vnc_tensor tco = vnc_tensor_contiguous(co, VNC_INT64, 1, (int64_t[]){4});
+  vnc_ew_params cp = {.i = {5, -3}, .flags = 3};
+  CHECK_OK(launch(VNC_EW_clamp, VNC_INT64, &tco, &tcx, NULL, &cp, 0, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(co[0] == -3 && co[1] == -3 && co[2] == -3 && co[3] == -3);
+
+  /* hardswish_backward at the kinks (ATen): x <= -3 gives 0, x >= 3 the gradient. */
+  float hx[4] = {-3.0f, -2.9f, 2.9f, 3.0f}, hg[4] = {1, 1, 1, 1}, ho[4];
+  vnc_tensor thx = vnc_tensor_contiguous(hx, VNC_FLOAT32, 1, (int64_t[]){4});
+  vnc_tensor thg = vnc_tensor_contiguous(hg, VNC_FLOAT32, 1, (int64_t[]){4});
+  vnc_tensor tho = vnc_tensor_contiguous(ho, VNC_FLOAT32, 1, (int64_t[]){4});
+  CHECK_OK(launch(VNC_EW_hardswish_backward, VNC_FLOAT32, &tho, &thg, &thx, &one, 0, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(ho[0] == 0.0f && ho[3] == 1.0f && ho[1] == 1.0f * ((-2.9f / 3.0f) + 0.5f));
+
+  /* pow is C's powf (IEEE 754 special cases), for tensor exponents and for a float16 scalar
+   * exponent of 0.5; float32's scalar 0.5 is ATen's sqrt. */
+  float pb[3] = {-INFINITY, -INFINITY, -0.0f}, pe[3] = {0.5f, -0.5f, -0.5f}, po[3];
+  vnc_tensor tpb = vnc_tensor_contiguous(pb, VNC_FLOAT32, 1, (int64_t[]){3});
+  vnc_tensor tpe = vnc_tensor_contiguous(pe, VNC_FLOAT32, 1, (int64_t[]){3});
+  vnc_tensor tpo = vnc_tensor_contiguous(po, VNC_FLOAT32, 1, (int64_t[]){3});
+  CHECK_OK(launch(VNC_EW_pow, VNC_FLOAT32, &tpo, &tpb, &tpe, &one, 0, NULL));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(po[0] == INFINITY && po[1] == 0.0f && !signbit(po[1]) && po[2] == INFINITY);
+  uint16_t hb[2] = {0xFC00, 0x8000}, hpo[2]; /* float16 -inf, -0 */
+  float fpo[2];
+  double half_exp = 0.5;
+  memcpy(sc[2], &half_exp, sizeof half_exp);
+  vnc_tensor thb = vnc_tensor_contiguous(hb, VNC_FLOAT16, 1, (int64_t[]){2});
+  vnc_tensor thpo = vnc_tensor_contiguous(hpo, VNC_FLOAT16, 1, (int64_t[]){2});
+  CHECK_OK(launch(VNC_EW_pow, VNC_FLOAT16, &thpo, &thb, &scalar, &one, 1u << 2, (const vnc_scalar_bytes *)sc));
+  float fpb[2] = {-INFINITY, -0.0f};
+  vnc_tensor tfpb = vnc_tensor_contiguous(fpb, VNC_FLOAT32, 1, (int64_t[]){2});
+  vnc_tensor tfpo = vnc_tensor_contiguous(fpo, VNC_FLOAT32, 1, (int64_t[]){2});
+  CHECK_OK(launch(VNC_EW_pow, VNC_FLOAT32, &tfpo, &tfpb, &scalar, &one, 1u << 2, (const vnc_scalar_bytes *)sc));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(hpo[0] == 0x7C00 && hpo[1] == 0x0000); /* inf, +0 */
+  CHECK(isnan(fpo[0]) && fpo[1] == 0.0f && signbit(fpo[1])); /* sqrt: nan, -0 */
+
   /* Plan cache: the same geometry hits; clearing empties it. */
   vnc_plan_cache_stats before, after;
   vnc_plan_cache_get_stats(&before);

@@ -45,17 +45,38 @@ def _scalar_params(s) -> dict:
     return {"f": [f], "i": [i]}
 
 
-def _clamp_params(lo, hi) -> dict:
+def _as_dtype(v, dt: torch.dtype):
+    """A Python number as ATen's CPU kernels read a Scalar argument in the compute dtype ``dt``
+    (Scalar::to, c10's checked conversion, as eager's scalar_as): a negative int wraps into an
+    unsigned type (-3 is 253 in uint8), float16 / bfloat16 round it. Raises RuntimeError out of
+    the type's range ("value cannot be converted to type uint8_t without overflow"). CPU's own
+    clamp performs the conversion: it reads its bounds that way, and min(max(x, v), v) is v
+    (a real CPU tensor: lowering runs under AOTAutograd's FakeTensorMode)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return torch.zeros((), dtype=dt).clamp(v, v).item()
+
+
+def _clamp_params(lo, hi, dt: torch.dtype) -> dict | None:
+    """eager's clamp_params: the bounds read in ``dt``; None when a bound is out of the type's
+    range (the op then runs eagerly, which raises CPU's error)."""
     p = {"f": [0.0, 0.0], "i": [0, 0], "flags": 0}
-    if lo is not None:
-        p["flags"] |= 1
-        p["f"][0] = float(lo)
-        p["i"][0] = int(lo) if isinstance(lo, (bool, int)) else (math.ceil(lo) if math.isfinite(lo) else 0)
-    if hi is not None:
-        p["flags"] |= 2
-        p["f"][1] = float(hi)
-        p["i"][1] = int(hi) if isinstance(hi, (bool, int)) else (math.floor(hi) if math.isfinite(hi) else 0)
+    for k, v in enumerate((lo, hi)):
+        if v is None:
+            continue
+        try:
+            v = _as_dtype(v, dt)
+        except RuntimeError:
+            return None
+        p["flags"] |= 1 << k
+        p["f"][k] = float(v)
+        p["i"][k] = int(v) if not dt.is_floating_point else 0
     return p
+
+
+# pow by a scalar special exponent: eager's rows (runtime's vnc_elementwise rewrite, ATen's
+# pow_tensor_scalar_kernel); float16 takes powf for 0.5 and -0.5, as ATen.
+POW_SPECIAL = {2.0: "pow_sq", 3.0: "pow_cube", 0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal", -2.0: "pow_inv_sq"}
 
 
 def scalar_kind(compute: torch.dtype) -> torch.dtype:
@@ -135,10 +156,9 @@ class Rules:
         r[aten.hardtanh_backward.default] = lambda lw, n, out: ew(
             lw, "hardtanh_backward", n.args[:2], out, {"f": [float(n.args[2]), float(n.args[3])]})
         r[aten.hardtanh.default] = self._hardtanh
-        r[aten.clamp.default] = lambda lw, n, out: ew(
-            lw, "clamp", n.args[:1], out, _clamp_params(_arg(n, 1, "min", None), _arg(n, 2, "max", None)))
-        r[aten.clamp_min.default] = lambda lw, n, out: ew(lw, "clamp", n.args[:1], out, _clamp_params(n.args[1], None))
-        r[aten.clamp_max.default] = lambda lw, n, out: ew(lw, "clamp", n.args[:1], out, _clamp_params(None, n.args[1]))
+        r[aten.clamp.default] = lambda lw, n, out: self._clamp(lw, n, out, _arg(n, 1, "min", None), _arg(n, 2, "max", None))
+        r[aten.clamp_min.default] = lambda lw, n, out: self._clamp(lw, n, out, n.args[1], None)
+        r[aten.clamp_max.default] = lambda lw, n, out: self._clamp(lw, n, out, None, n.args[1])
         r[aten.clamp.Tensor] = self._clamp_tensor
         r[aten.clamp_min.Tensor] = lambda lw, n, out: ew(lw, "maximum", n.args[:2], out)
         r[aten.clamp_max.Tensor] = lambda lw, n, out: ew(lw, "minimum", n.args[:2], out)
@@ -194,7 +214,13 @@ class Rules:
             return None
         if not out.dtype.is_floating_point:
             lo, hi = int(lo), int(hi)
-        return self._ew(lw, "clamp", n.args[:1], out, _clamp_params(lo, hi))
+        return self._clamp(lw, n, out, lo, hi)
+
+    def _clamp(self, lw, n, out, lo, hi):
+        if lo is not None and hi is not None and (math.isnan(lo) or math.isnan(hi)):
+            return self._fill(out, math.nan)  # eager (ATen): a NaN bound, with both given, fills NaN
+        p = _clamp_params(lo, hi, out.dtype)
+        return None if p is None else self._ew(lw, "clamp", n.args[:1], out, p)
 
     def _clamp_tensor(self, lw, n, out):
         lo, hi = _arg(n, 1, "min", None), _arg(n, 2, "max", None)
@@ -230,6 +256,15 @@ class Rules:
             return self._fill(out, 1)
         if e == 1:
             return PW("cast", [lw.val(x, out.dtype)], out.dtype, out.dtype, size=tuple(out.shape))
+        dt = out.dtype
+        if dt not in (torch.float32, torch.float64):  # eager reads the exponent in dt, checked
+            try:
+                e = _as_dtype(e, dt)
+            except RuntimeError:
+                return None  # runs eagerly, which raises CPU's error
+        row = POW_SPECIAL.get(float(torch.tensor(float(e), dtype=torch.float32))) if dt.is_floating_point else None
+        if row is not None and not (dt == torch.float16 and row in ("sqrt", "rsqrt")):
+            return self._ew(lw, row, [x], out)
         return self._ew(lw, "pow", [x, Const(float(e), torch.float64)], out)
 
     def _pow_scalar_base(self, lw, n, out):

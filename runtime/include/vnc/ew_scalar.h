@@ -242,18 +242,11 @@ static inline float vnc_erff(float x) {
   return vnc_erff_e(x, vnc_expf_bounded(-xc * xc));
 }
 
-/* x ** y with ATen's special exponents (pow_tensor_scalar_optimized_kernel): 2, 3, 0.5, -0.5,
- * -1, -2 by multiplications, sqrt and division (exact roundings), other exponents by libm.
- * The launcher maps a scalar special exponent to its own vectorised row (pow_sq...). */
-static inline float vnc_f_pow(float a, float b) {
-  return b == 2.0f    ? a * a
-         : b == 3.0f  ? (a * a) * a
-         : b == 0.5f  ? sqrtf(a)
-         : b == -0.5f ? 1.0f / sqrtf(a)
-         : b == -1.0f ? 1.0f / a
-         : b == -2.0f ? 1.0f / (a * a)
-                      : powf(a, b);
-}
+/* x ** y as C's powf (IEEE 754 special cases: pow(-inf, 0.5) = inf, pow(-0, -0.5) = inf), the
+ * std::pow of ATen's tensor-tensor kernel and of its tensor-scalar kernel for other than the
+ * special exponents. Those (2, 3, 0.5, -0.5, -1, -2; pow_tensor_scalar_kernel) are the
+ * launcher's rewrite of pow by a scalar exponent into its own rows (pow_sq, sqrt, ...). */
+static inline float vnc_f_pow(float a, float b) { return powf(a, b); }
 
 /* ---- helpers (float) ---- */
 /* sigmoid and silu given e = exp(-a) (the tier kernels pass vnc_expf_bounded's where it applies) */
@@ -393,7 +386,8 @@ static inline float vnc_f_elu_grad(float g, float x, const vnc_ew_params *P) {
 static inline float vnc_f_mish(float a) { return a * vnc_tanhf(vnc_log1pf(vnc_expf(a))); }
 static inline float vnc_f_hardswish(float a) { return a * fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f; }
 static inline float vnc_f_hardswish_grad(float g, float a) {
-  return a < -3.0f ? 0.0f : (a <= 3.0f ? g * ((a / 3.0f) + 0.5f) : g);
+  /* ATen's boundaries: x <= -3 gives 0, x >= 3 gives the gradient itself */
+  return a <= -3.0f ? 0.0f : (a < 3.0f ? g * ((a / 3.0f) + 0.5f) : g);
 }
 static inline float vnc_f_sign(float a) { return (float)((0.0f < a) - (a < 0.0f)); }
 
@@ -410,6 +404,11 @@ static inline float vnc_f_sign(float a) { return (float)((0.0f < a) - (a < 0.0f)
 #define VNC_I_REM(T, a, b)                                                              \
   ((b) == 0 ? (T)vnc_ew_fault(P) : (b) == -1 ? (T)0                                     \
    : (T)((((a) % (b)) != 0 && (((a) % (b)) < 0) != ((b) < 0)) ? ((a) % (b)) + (b) : ((a) % (b))))
+/* clamp as ATen's min(max(a, lo), hi): with lo > hi every element is hi; P->flags bits 1 and 2
+ * say which of the bounds P->i[0] (lo) and P->i[1] (hi) are present. */
+#define VNC_I_CLAMP_LO(a) (((P->flags & 1) && (a) < P->i[0]) ? P->i[0] : (int64_t)(a))
+#define VNC_I_CLAMP(T, a) \
+  ((T)(((P->flags & 2) && VNC_I_CLAMP_LO(a) > P->i[1]) ? P->i[1] : VNC_I_CLAMP_LO(a)))
 #define VNC_I_FMOD(T, a, b) ((b) == 0 ? (T)vnc_ew_fault(P) : (b) == -1 ? (T)0 : (T)((a) % (b)))
 
 /* Integer power as c10's powi: negative exponents give 0 except for bases 1 and -1;

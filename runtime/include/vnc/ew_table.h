@@ -83,7 +83,7 @@ typedef struct vnc_ew_na {
   X(log10, 1, S, log10f(a), VNC_NA, VNC_NA, VNC_NA) \
   X(log1p, 1, S, vnc_log1pf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(sqrt, 1, S, sqrtf(a), VNC_NA, VNC_NA, VNC_NA) \
-  /* pow by a scalar special exponent (the launcher's rewrite of pow, with vnc_f_pow's roundings) */ \
+  /* pow by a scalar special exponent: the launcher's rewrite of pow, ATen's formulas */ \
   X(pow_sq, 1, S, a * a, VNC_NA, VNC_NA, VNC_NA) \
   X(pow_cube, 1, S, (a * a) * a, VNC_NA, VNC_NA, VNC_NA) \
   X(pow_inv_sq, 1, S, 1.0f / (a * a), VNC_NA, VNC_NA, VNC_NA) \
@@ -118,7 +118,7 @@ typedef struct vnc_ew_na {
   X(threshold, 2, S, a <= (float)P->f[0] ? (float)P->f[1] : b, (T)(a <= (T)P->i[0] ? (T)P->i[1] : b), VNC_NA, VNC_NA) /* a, b: self */ \
   /* activations (P: see the glue for each op's parameters) */ \
   X(relu, 1, S, a < 0.0f ? 0.0f : a, (T)(a > 0 ? a : 0), a, VNC_NA) \
-  X(clamp, 1, S, vnc_f_clamp(a, P), (T)(((P->flags & 2) && a > P->i[1]) ? P->i[1] : ((P->flags & 1) && a < P->i[0]) ? P->i[0] : a), VNC_NA, VNC_NA) \
+  X(clamp, 1, S, vnc_f_clamp(a, P), VNC_I_CLAMP(T, a), VNC_NA, VNC_NA) \
   /* clamp with tensor bounds b (min) and c (max): NaN when a bound is NaN (as ATen) */ \
   X(clamp_tensor, 3, S, (isnan(b) || isnan(c)) ? NAN : vnc_f_min(vnc_f_max(a, b), c), (T)((a < b ? b : a) > c ? c : (a < b ? b : a)), VNC_NA, VNC_NA) \
   X(gelu, 1, S, vnc_f_gelu(a), VNC_NA, VNC_NA, VNC_NA) \

@@ -189,12 +189,15 @@ vnc_status vnc_elementwise(vnc_stream *s, const char *op_name, vnc_ew_op op, con
                          op_name, info->nin, it->nops);
   vnc_iter pow_it;
   if (op == VNC_EW_pow && ((scalar_mask >> 2) & 1) && class_of(compute_dtype) == EW_CLS_F32) {
-    /* A scalar special exponent: its own row, so the loop vectorises (vnc_f_pow's values). */
+    /* A scalar special exponent: its own row (ATen's pow_tensor_scalar_kernel formulas), so the
+     * loop vectorises. float16 takes powf for 0.5 and -0.5, as ATen (sqrt differs at -0, -inf);
+     * its 2, 3, -1, -2 rows give powf's values (a half's square is exact in float). */
     const float e = (float)vnc_load_f64[it->dtypes[2]]((const char *)scalars[2]);
+    const int half = compute_dtype == VNC_FLOAT16;
     const vnc_ew_op special = e == 2.0f    ? VNC_EW_pow_sq
                               : e == 3.0f  ? VNC_EW_pow_cube
-                              : e == 0.5f  ? VNC_EW_sqrt
-                              : e == -0.5f ? VNC_EW_rsqrt
+                              : e == 0.5f  ? (half ? VNC_EW_COUNT : VNC_EW_sqrt)
+                              : e == -0.5f ? (half ? VNC_EW_COUNT : VNC_EW_rsqrt)
                               : e == -1.0f ? VNC_EW_reciprocal
                               : e == -2.0f ? VNC_EW_pow_inv_sq
                                           : VNC_EW_COUNT;
