@@ -23,6 +23,8 @@ F32 = torch.float32
 EXEMPT = {
     "aten::_fused_sdp_choice": "returns the attention backend the device picks (overrideable or math), not a value "
                                "CPU computes; tests/test_attention.py checks the choice and both backends",
+    "aten::record_stream": "returns nothing: it tells the caching allocator a stream uses the block "
+                           "(tests/test_streams.py checks that the block is not reused while that stream reads it)",
     "aten::_nested_view_from_buffer": "makes a nested tensor, which neuron does not support beyond this view "
                                       "(tests/test_fallback.py checks the error that names the remedy)",
 }
@@ -401,6 +403,16 @@ def _cases() -> list[Case]:
         Case("aten::_nested_tensor_from_mask",
              lambda d: aten._nested_tensor_from_mask(*to_device((seq, keep), d)).to_padded_tensor(0.0)),
         call("aten::_nested_tensor_from_mask_left_aligned", seq, keep),
+    ]
+    # weight norm's fused interface (nn.utils.parametrizations.weight_norm) and the legacy norm forms
+    v, gw = _t(4, 5, seed=11), _t(4, 5, seed=12)
+    gain = _t(4, 1, seed=13, low=0.5, high=2.0)
+    cases += [
+        call("aten::_weight_norm_interface", v, gain, 0),
+        call("aten::_weight_norm_interface_backward", gw, v, gain, v.norm(dim=1, keepdim=True), 0),
+        call("aten::norm.ScalarOpt_dim_dtype", x, 2, [1], False, dtype=torch.float64),
+        call("aten::norm.out", x, 3, [0], outs=[("out", F32)]),
+        call("aten::norm.dtype_out", x, 1, [1], True, dtype=F32, outs=[("out", F32)]),
     ]
     return cases
 
