@@ -633,13 +633,11 @@ class NeuronBackend : public c10d::Backend {
                                                  const c10d::AllgatherOptions& opts) override {
     std::vector<at::Tensor> in{input}, out{output};
     Job job = make_job("all_gather_into_tensor", "c10d::_allgather_base_", OpType::_ALLGATHER_BASE, in, out, out);
-    TORCH_CHECK_VALUE(output.numel() == input.numel() * size_, "all_gather_into_tensor: output_tensor must have ",
-                      size_, " x ", input.numel(), " = ", input.numel() * size_,
-                      " elements (world size x input elements), got ", output.numel());
+    check_flat("all_gather_into_tensor", "output_tensor", output, input);
     job.record[3] = input.numel();
     job.start = [this, output, input, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       Staging& st = job.staging;
-      at::Tensor hi = st.add(input, kIn, true), ho = st.add(output, kOut, true);
+      at::Tensor hi = st.add(input, kIn, true).reshape({-1}), ho = st.add(output, kOut, true).reshape({-1});
       st.copy_in();
       return data_->_allgather_base(ho, hi, opts);
     };
@@ -653,15 +651,15 @@ class NeuronBackend : public c10d::Backend {
                        OpType::COALESCED, inputs, outputs, outputs);
     TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "all_gather_into_tensor_coalesced: ", outputs.size(),
                       " outputs for ", inputs.size(), " inputs");
-    for (size_t i = 0; i < inputs.size(); i++)
-      TORCH_CHECK_VALUE(outputs[i].numel() == inputs[i].numel() * size_, "all_gather_into_tensor_coalesced: output ",
-                        i, " must have ", inputs[i].numel() * size_, " elements, got ", outputs[i].numel());
+    for (size_t i = 0; i < inputs.size(); i++) check_flat("all_gather_into_tensor_coalesced", "an output", outputs[i], inputs[i]);
     job.record[3] = total_numel(inputs);
     job.start = [this, outputs, inputs, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
       Staging& st = job.staging;
       std::vector<at::Tensor> vi = st.add_all(inputs, kIn, true), vo = st.add_all(outputs, kOut, true);
       st.copy_in();
       if (vi.empty()) return {};
+      for (auto* list : {&vi, &vo})  // flat: the stacked (world size, ...) form included
+        for (auto& t : *list) t = t.reshape({-1});
       return data_->allgather_into_tensor_coalesced(vo, vi, opts);
     };
     return enqueue(std::move(job));
@@ -766,9 +764,7 @@ class NeuronBackend : public c10d::Backend {
     std::vector<at::Tensor> in{input}, out{output};
     Job job = make_job("reduce_scatter_tensor", "c10d::_reduce_scatter_base_", OpType::_REDUCE_SCATTER_BASE, in,
                        out, out);
-    TORCH_CHECK_VALUE(input.numel() == output.numel() * size_, "reduce_scatter_tensor: input must have ", size_,
-                      " x ", output.numel(), " = ", output.numel() * size_,
-                      " elements (world size x output elements), got ", input.numel());
+    check_flat("reduce_scatter_tensor", "input", input, output);
     auto reduce = reduction("reduce_scatter_tensor", out, opts.reduceOp, job);
     job.record[3] = output.numel();
     job.start = [this, output, input, reduce, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
@@ -777,7 +773,8 @@ class NeuronBackend : public c10d::Backend {
       st.copy_in();
       c10d::ReduceScatterOptions o = opts;
       o.reduceOp = reduce.gloo_op;
-      at::Tensor gi = reduce.complex ? at::view_as_real(hi) : hi, go = reduce.complex ? at::view_as_real(ho) : ho;
+      at::Tensor gi = (reduce.complex ? at::view_as_real(hi) : hi).reshape({-1});
+      at::Tensor go = (reduce.complex ? at::view_as_real(ho) : ho).reshape({-1});
       job.after = [reduce, ho]() mutable { reduce.scale(ho); };
       return data_->_reduce_scatter_base(go, gi, o);
     };
@@ -791,9 +788,7 @@ class NeuronBackend : public c10d::Backend {
                        OpType::REDUCE_SCATTER_TENSOR_COALESCED, inputs, outputs, outputs);
     TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "reduce_scatter_tensor_coalesced: ", outputs.size(),
                       " outputs for ", inputs.size(), " inputs");
-    for (size_t i = 0; i < inputs.size(); i++)
-      TORCH_CHECK_VALUE(inputs[i].numel() == outputs[i].numel() * size_, "reduce_scatter_tensor_coalesced: input ",
-                        i, " must have ", outputs[i].numel() * size_, " elements, got ", inputs[i].numel());
+    for (size_t i = 0; i < inputs.size(); i++) check_flat("reduce_scatter_tensor_coalesced", "an input", inputs[i], outputs[i]);
     auto reduce = reduction("reduce_scatter_tensor_coalesced", outputs, opts.reduceOp, job);
     job.record[3] = total_numel(outputs);
     job.start = [this, outputs, inputs, reduce, opts](Job& job) -> c10::intrusive_ptr<c10d::Work> {
@@ -801,8 +796,8 @@ class NeuronBackend : public c10d::Backend {
       std::vector<at::Tensor> hi, ho, gi, go;
       hi = st.add_all(inputs, kIn);
       ho = st.add_all(outputs, kOut);
-      for (const auto& h : hi) gi.push_back(reduce.complex ? at::view_as_real(h) : h);
-      for (const auto& h : ho) go.push_back(reduce.complex ? at::view_as_real(h) : h);
+      for (const auto& h : hi) gi.push_back((reduce.complex ? at::view_as_real(h) : h).reshape({-1}));
+      for (const auto& h : ho) go.push_back((reduce.complex ? at::view_as_real(h) : h).reshape({-1}));
       st.copy_in();
       c10d::ReduceScatterOptions o = opts;
       o.reduceOp = reduce.gloo_op;
@@ -986,9 +981,8 @@ class NeuronBackend : public c10d::Backend {
   }
 
   // The root's list of a gather or scatter, checked against `ref` (empty on other ranks).
-  static std::vector<at::Tensor> root_list(const char* op, const char* arg,
-                                           const std::vector<std::vector<at::Tensor>>& lists, bool root,
-                                           const at::Tensor& ref) {
+  std::vector<at::Tensor> root_list(const char* op, const char* arg, const std::vector<std::vector<at::Tensor>>& lists,
+                                    bool root, const at::Tensor& ref) const {
     if (!root) {
       TORCH_CHECK_VALUE(lists.empty() || lists[0].empty(), op, ": ", arg, " must be empty on non-root ranks");
       return {};
@@ -1006,12 +1000,24 @@ class NeuronBackend : public c10d::Backend {
   }
 
   // Every tensor of a list must match `ref` in elements and dtype.
-  static void check_list(const char* op, const char* arg, const std::vector<at::Tensor>& list,
-                         const at::Tensor& ref) {
+  // A list of one tensor per rank, each with ref's element count and dtype (checked at the call:
+  // Gloo's own checks run on the communication thread, where a failure ends the group).
+  void check_list(const char* op, const char* arg, const std::vector<at::Tensor>& list, const at::Tensor& ref) const {
+    TORCH_CHECK_VALUE(list.size() == static_cast<size_t>(size_), op, ": ", arg, " must hold one tensor per rank (",
+                      size_, "), got ", list.size());
     for (size_t i = 0; i < list.size(); i++)
       TORCH_CHECK_VALUE(list[i].numel() == ref.numel() && list[i].scalar_type() == ref.scalar_type(), op, ": ", arg,
                         "[", i, "] has ", list[i].numel(), " elements of ", dname(list[i].scalar_type()), "; expected ",
                         ref.numel(), " of ", dname(ref.scalar_type()));
+  }
+
+  // The flat tensor of a *_into_tensor / *_tensor collective: world size x `part` elements of
+  // part's dtype (any shape: the stacked (world size, ...) form included).
+  void check_flat(const char* op, const char* arg, const at::Tensor& flat, const at::Tensor& part) const {
+    TORCH_CHECK_VALUE(flat.numel() == part.numel() * size_ && flat.scalar_type() == part.scalar_type(), op, ": ", arg,
+                      " must have ", size_, " x ", part.numel(), " = ", part.numel() * size_, " elements of ",
+                      dname(part.scalar_type()), " (world size x the other tensor's elements), got ", flat.numel(),
+                      " of ", dname(flat.scalar_type()));
   }
 
   // Validates a reduction; fills the fingerprint's reduce-op field.

@@ -237,6 +237,11 @@ def all_gather_list_and_tensor():
     for r in range(WORLD):
         same(outs_m[r][:, 2], ins[r])
         same(outs_m[r][:, :2].cpu(), torch.full((4, 2), -9.0))
+    # the stacked output form (world size, *input shape), as NCCL takes it
+    parts = [make_input(r, (2, 3), torch.float32) for r in range(WORLD)]
+    out = torch.empty(WORLD, 2, 3, device=DEV)
+    dist.all_gather_into_tensor(out, parts[RANK].to(DEV))
+    same(out, torch.stack(parts))
     # in place: the input is this rank's slice of the output (FSDP's pattern)
     out = torch.zeros(WORLD * 4, device=DEV)
     out[RANK * 4:(RANK + 1) * 4] = ins[RANK].to(DEV)
@@ -259,6 +264,11 @@ def reduce_scatter_list_and_tensor():
     out = torch.empty(3, dtype=torch.bfloat16, device=DEV)
     dist.reduce_scatter_tensor(out, full[RANK].to(DEV), op=dist._make_nccl_premul_sum(0.5))
     close(out, (reference(R.SUM, full).float() * 0.5).to(torch.bfloat16).reshape(WORLD, 3)[RANK])
+    # the stacked input form (world size, *output shape)
+    full = [make_input(r, (WORLD, 2), torch.float32) for r in range(WORLD)]
+    out = torch.empty(2, device=DEV)
+    dist.reduce_scatter_tensor(out, full[RANK].to(DEV))
+    close(out, reference(R.SUM, full)[RANK])
     # strided output and input
     full = [make_input(r, (WORLD * 4,), torch.float32) for r in range(WORLD)]
     imd, icol = column_view(full[RANK])
@@ -526,6 +536,15 @@ def bad_inputs_raise_clearly():
            lambda: dist.all_to_all_single(torch.empty(4, device=DEV), torch.ones(4, device=DEV), [1] * WORLD, [1] * WORLD))
     expect(ValueError, ["overlapping"],
            lambda: dist.all_gather_into_tensor(torch.zeros(1, device=DEV).expand(2 * WORLD), torch.ones(2, device=DEV)))
+    # checked at the call (Gloo's own checks would fail on the communication thread and end the group)
+    expect(ValueError, ["all_gather_into_tensor", "float64"],
+           lambda: dist.all_gather_into_tensor(torch.empty(2 * WORLD, dtype=torch.float64, device=DEV), torch.ones(2, device=DEV)))
+    expect(ValueError, ["reduce_scatter_tensor", "float64"],
+           lambda: dist.reduce_scatter_tensor(torch.empty(2, dtype=torch.float64, device=DEV), torch.ones(2 * WORLD, device=DEV)))
+    expect(ValueError, ["all_gather", "one tensor per rank"],
+           lambda: dist.all_gather([torch.empty(2, device=DEV) for _ in range(WORLD + 1)], torch.ones(2, device=DEV)))
+    expect(ValueError, ["reduce_scatter", "one tensor per rank"],
+           lambda: dist.reduce_scatter(torch.empty(2, device=DEV), [torch.ones(2, device=DEV) for _ in range(WORLD + 1)]))
     # the group still works afterwards
     t = torch.ones(2, device=DEV)
     dist.all_reduce(t)
