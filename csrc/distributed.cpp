@@ -49,6 +49,8 @@
 #include <numeric>
 #include <optional>
 #include <shared_mutex>
+#include <sstream>
+#include <stdexcept>
 #include <thread>
 
 namespace torch_neuronx {
@@ -358,6 +360,13 @@ int64_t total_numel(const std::vector<at::Tensor>& ts) {
 }
 
 // ---------------------------------------------------------------- jobs and work
+
+// A failure of this rank's call that leaves the ranks in step (a p2p message that did not fit
+// was received and discarded): reported as any failure (at the Work or the stream's next
+// synchronisation), but the group stays usable.
+struct CallError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct Job {
   const char* name = "";       // Python-level name: "all_reduce"
@@ -1201,6 +1210,9 @@ class NeuronBackend : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> w;
     try {
       w = job->start(*job);
+    } catch (const CallError& e) {
+      finish(job, e.what());
+      return;
     } catch (const std::exception& e) {
       finish(job, describe_failure(*job, e.what()));
       return;
@@ -1251,6 +1263,8 @@ class NeuronBackend : public c10d::Backend {
         TORCH_CHECK(broken.empty(), broken);
         if (job->producer) vnc_stream_wait_ticket(job->producer, job->ticket);
         job->start(*job);
+      } catch (const CallError& e) {  // reported like any failure; the group stays usable
+        err = e.what();
       } catch (const std::exception& e) {
         err = describe_failure(*job, e.what());
       }
@@ -1462,10 +1476,16 @@ class NeuronBackend : public c10d::Backend {
     auto* p = header.data_ptr<int64_t>();
     TORCH_CHECK(p[0] == 0x6e6575726f6e, "neuron backend: recv from rank ", src,
                 " got a message that is not from a neuron send");
-    TORCH_CHECK(p[1] == static_cast<int64_t>(t.scalar_type()) && p[2] == t.numel(), "neuron backend: recv from rank ",
-                src, " (tag ", tag, "): the sender sent ", p[2], " elements of ",
-                dname(p[1]), ", this rank expects ", t.numel(), " of ",
-                dname(t.scalar_type()), ". Nothing was received; the sender's send fails at its timeout.");
+    if (p[1] != static_cast<int64_t>(t.scalar_type()) || p[2] != t.numel()) {
+      // take the payload anyway (the sender's send completes, the ranks stay in step), then raise
+      std::vector<at::Tensor> scratch{at::empty({p[3]}, at::kByte)};
+      data_->recv(scratch, src, 2 * tag + 1)->wait();
+      std::ostringstream msg;
+      msg << "neuron backend: recv from rank " << src << " (tag " << tag << "): the sender sent " << p[2]
+          << " elements of " << dname(p[1]) << ", this rank expects " << t.numel() << " of "
+          << dname(t.scalar_type()) << ". The message was discarded (the tensor is unchanged); the group stays usable.";
+      throw CallError(msg.str());
+    }
     Staging st;
     st.staged_counter = &staged_;
     std::vector<at::Tensor> payload{st.add(t, kOut, true)};

@@ -380,6 +380,23 @@ def point_to_point():
         same(x, make_input(0, (4,), torch.float32))
     elif RANK == 0:
         dist.send(make_input(0, (4,), torch.float32).to(DEV), 1)
+    # a recv of the wrong size or dtype fails (at the call or, stream-ordered, at the next
+    # synchronisation); the message is discarded and the group stays usable
+    for wrong in (torch.zeros(6, device=DEV), torch.zeros(4, dtype=torch.int32, device=DEV)):
+        if RANK == 1:
+            try:
+                dist.recv(wrong, 0, tag=5)
+                torch.neuron.synchronize()
+            except RuntimeError as e:
+                assert "the sender sent 4 elements" in str(e) and "stays usable" in str(e), str(e)
+            else:
+                raise AssertionError("a recv of the wrong size or dtype did not raise")
+            assert not wrong.any().item()
+        elif RANK == 0:
+            dist.send(make_input(0, (4,), torch.float32).to(DEV), 1, tag=5)
+        t = torch.ones(2, device=DEV)
+        dist.all_reduce(t)
+        same(t, torch.full((2,), float(WORLD)))
 
 
 @check
