@@ -374,25 +374,6 @@ std::tuple<at::Tensor, at::Tensor> histogram_ct(const at::Tensor& self, int64_t 
 }
 
 
-}  // namespace
-
-// The geometry eager builds for a reduction of `self` into `out` (meta tensors will do): the
-// compiler hands the same geometry to vnc_reduce, so compiled sums follow eager's order.
-// `sum_like`: sum/mean/prod (read dtype as SumLike), else the input's dtype (amax/amin).
-// Returns false when eager would first cast the input (the compiler then does not lower it).
-bool reduction_geometry(bool sum_like, const at::Tensor& self, const at::Tensor& out, at::IntArrayRef dims,
-                        bool keepdim, vnc_iter* it) {
-  const at::ScalarType read = sum_like ? SumLike<VNC_RED_SUM>::read_dtype(self, out) : self.scalar_type();
-  if (read != self.scalar_type() || self.is_complex() || out.is_complex()) return false;
-  auto iter = at::meta::make_reduction(self, out, dims, keepdim, read);
-  *it = iter_geometry(iter);
-  return true;
-}
-
-#define REG2(FN, OUT, META, IMPL, ...)                                                        \
-  m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \
-  m.impl(OUT, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::out<IMPL>)));
-
 // The legacy norm.ScalarOpt_dim(_dtype) overloads (norm_except_dim, weight norm and older
 // code call them): linalg_vector_norm, as ATen implements them.
 void check_norm_dtypes(const at::Tensor& self, std::optional<at::ScalarType> dtype) {  // ATen's norm meta checks
@@ -423,6 +404,25 @@ at::Tensor norm_dim_dtype(const at::Tensor& self, const std::optional<at::Scalar
   check_norm_dtypes(self, dtype);
   return at::linalg_vector_norm(self, p.value_or(2.0), dim, keepdim, dtype);
 }
+
+}  // namespace
+
+// The geometry eager builds for a reduction of `self` into `out` (meta tensors will do): the
+// compiler hands the same geometry to vnc_reduce, so compiled sums follow eager's order.
+// `sum_like`: sum/mean/prod (read dtype as SumLike), else the input's dtype (amax/amin).
+// Returns false when eager would first cast the input (the compiler then does not lower it).
+bool reduction_geometry(bool sum_like, const at::Tensor& self, const at::Tensor& out, at::IntArrayRef dims,
+                        bool keepdim, vnc_iter* it) {
+  const at::ScalarType read = sum_like ? SumLike<VNC_RED_SUM>::read_dtype(self, out) : self.scalar_type();
+  if (read != self.scalar_type() || self.is_complex() || out.is_complex()) return false;
+  auto iter = at::meta::make_reduction(self, out, dims, keepdim, read);
+  *it = iter_geometry(iter);
+  return true;
+}
+
+#define REG2(FN, OUT, META, IMPL, ...)                                                        \
+  m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \
+  m.impl(OUT, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::out<IMPL>)));
 
 using OptDims = at::OptionalIntArrayRef;
 using OptType = std::optional<at::ScalarType>;
