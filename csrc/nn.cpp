@@ -1062,8 +1062,8 @@ at::Tensor wide(const at::Tensor& t) { return at::isReducedFloatingType(t.scalar
 
 std::tuple<at::Tensor, at::Tensor> weight_norm_interface(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
   record_native("aten::_weight_norm_interface");
-  at::Tensor norms = at::norm_except_dim(wide(v), 2, dim);
-  return {(wide(v) * (wide(g) / norms)).to(v.scalar_type()), norms};
+  const at::Tensor vw = wide(v), norms = at::norm_except_dim(vw, 2, dim);
+  return {(vw * (wide(g) / norms)).to(v.scalar_type()), norms};
 }
 
 std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tensor& grad_w, const at::Tensor& v,

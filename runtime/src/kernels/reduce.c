@@ -127,30 +127,16 @@ static float lanes_sum_f(const float *x, int64_t n, int kind, float shift, float
 
 static float pairwise_f(float *v, int64_t n) { return vnc_pairwise_sum(v, n); }
 
-/* Output o's mean summed in double: var's first pass sums in float32, which overflows for values
- * near FLT_MAX (CPU PyTorch's Welford does not: var of seven 3e38 is 0, not inf). */
-static float mean_f64(const red_task *t, int64_t o) {
+/* Output o's values summed in double, or with `mean` their squared deviations from it: var's
+ * float32 passes overflow for values near FLT_MAX, CPU PyTorch's double Welford does not (var
+ * of seven 3e38 is 0, not inf; std of values near 1e38 is finite). */
+static double sum_f64(const red_task *t, int64_t o, const double *mean) {
   float buf[VNC_REDUCE_BLOCK];
   double s = 0.0;
   for (int64_t b = 0; b < t->R; b += VNC_REDUCE_BLOCK) {
     const int64_t n = t->R - b < VNC_REDUCE_BLOCK ? t->R - b : VNC_REDUCE_BLOCK;
     const float *x = load_run(t, o, b, n, buf);
-    for (int64_t i = 0; i < n; i++) s += x[i];
-  }
-  return (float)(s / (double)t->R);
-}
-
-/* Output o's sum of squared deviations from its mean, in double: for a float32 sum that
- * overflowed although the data and the mean are finite (std of values near 1e38 is finite,
- * as CPU PyTorch's double Welford gives). */
-static double sq_dev_f64(const red_task *t, int64_t o) {
-  float buf[VNC_REDUCE_BLOCK];
-  double s = 0.0;
-  const double m = t->means[o];
-  for (int64_t b = 0; b < t->R; b += VNC_REDUCE_BLOCK) {
-    const int64_t n = t->R - b < VNC_REDUCE_BLOCK ? t->R - b : VNC_REDUCE_BLOCK;
-    const float *x = load_run(t, o, b, n, buf);
-    for (int64_t i = 0; i < n; i++) s += ((double)x[i] - m) * ((double)x[i] - m);
+    for (int64_t i = 0; i < n; i++) s += mean ? ((double)x[i] - *mean) * ((double)x[i] - *mean) : x[i];
   }
   return s;
 }
@@ -408,7 +394,7 @@ static void store_outputs(red_task *t, int64_t o, partial p) {
     case VNC_RED_ANY: case VNC_RED_ALL: vnc_store_i64[dt0](out0, p.i); return;
     case VNC_RED_VAR:
       if (isinf(p.f) && isfinite(t->means[o])) { /* overflowed in float32: again in double */
-        const double v = sq_dev_f64(t, o) / fmax((double)t->R - t->P.correction, 0.0);
+        const double m = t->means[o], v = sum_f64(t, o, &m) / fmax((double)t->R - t->P.correction, 0.0);
         vnc_store_f64[dt0](out0, t->P.take_sqrt ? sqrt(v) : v);
         return;
       }
@@ -468,7 +454,7 @@ static vnc_status red_run(void *p) {
     run_pass(t);
     for (int64_t o = 0; o < t->O; o++) {
       m[o] = (float)combine(t, t->parts + o * t->nchunks, t->nchunks).f / (float)t->R;
-      if (!isfinite(m[o])) m[o] = mean_f64(t, o); /* overflowed, or inf/NaN in the data (kept) */
+      if (!isfinite(m[o])) m[o] = (float)(sum_f64(t, o, NULL) / (double)t->R); /* overflowed, or inf/NaN (kept) */
     }
     t->means = m;
   }
