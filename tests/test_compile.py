@@ -661,6 +661,47 @@ def test_dynamic_shapes_compile_the_c_once(neuron):
     assert torch_neuronx.get_fallback_ops() == []
 
 
+@pytest.mark.parametrize("path", ["evaluated", "repropagated"])
+def test_new_shape_specialisation_paths(neuron, monkeypatch, path):
+    """A new size of a symbolic graph is specialised by evaluating the graph's symbolic sizes
+    and strides with the inputs' (PyTorch's FakeTensorProp does not run), or, where the inputs
+    leave a symbol unbound, by re-propagating fake tensors: both equal eager, forward and
+    backward."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    from torch_neuronx.compiler import backend
+
+    if path == "evaluated":
+        def no_propagation(*args, **kwargs):
+            raise AssertionError("FakeTensorProp ran for a new shape")
+        monkeypatch.setattr(FakeTensorProp, "propagate", no_propagation)
+    else:
+        monkeypatch.setattr(backend, "_concrete_copy", lambda *args: None)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.LayerNorm(12), torch.nn.GELU(), torch.nn.Softmax(-1))
+    ref = torch.nn.Sequential(*[m for m in model]).to(neuron)
+    ref_state = {k: v.clone() for k, v in ref.state_dict().items()}
+    torch._dynamo.reset()
+    reset_dynamo_metrics()
+    cf = torch.compile(model.to(neuron), backend="neuron", dynamic=True)
+    for n in (3, 5, 11, 5, 2):
+        x = torch.randn(n, 4, 8).transpose(0, 1).to(neuron)
+        out = cf(x)
+        out.square().sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        ref.load_state_dict(ref_state)
+        want = ref(x)
+        want.square().sum().backward()
+        torch.testing.assert_close(out, want)
+        for g, p in zip(grads, ref.parameters()):
+            torch.testing.assert_close(g, p.grad)
+        ref.zero_grad()
+    spec = _specialisations(get_dynamo_metrics())
+    assert len(spec) >= 6 and all(r["specialise_us"] > 0 and not r["fallback"] for r in spec), spec
+    assert torch_neuronx.get_fallback_ops() == []
+
+
 def test_scalar_parameters_are_read_at_run_time(neuron):
     """Op parameters (clamp bounds, add's alpha, leaky_relu's slope) that come from a size or a
     Python number: one shared object serves every value."""
