@@ -20,27 +20,47 @@ Tensor binary_cross_entropy_banned(const Tensor&, const Tensor&, const std::opti
               "safe to autocast.");
 }
 
-// found_inf = 1 if any gradient has an inf or NaN; every gradient *= inv_scale (as ATen).
+// found_inf = 1 if any gradient has an inf or NaN; every gradient *= inv_scale, the product
+// taken in float32 and rounded once to the gradient's dtype (ATen's checks and arithmetic).
 void amp_unscale(at::TensorList grads, at::Tensor& found_inf, const at::Tensor& inv_scale) {
   torch_neuronx::record_native("aten::_amp_foreach_non_finite_check_and_unscale_");
   TORCH_CHECK(inv_scale.numel() == 1, "inv_scale must be a 1-element tensor.");
   TORCH_CHECK(found_inf.numel() == 1, "found_inf must be a 1-element tensor.");
+  TORCH_CHECK(inv_scale.scalar_type() == at::kFloat, "inv_scale must be a float tensor.");
+  TORCH_CHECK(found_inf.scalar_type() == at::kFloat, "found_inf must be a float tensor.");
   for (const at::Tensor& g : grads) {
-    at::Tensor bad = at::logical_not(at::isfinite(g)).any().to(found_inf.scalar_type());
+    TORCH_CHECK(g.layout() == at::kStrided, "one of scaled_grads was not a strided tensor.");
+    TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(g.scalar_type()),
+                                "_amp_foreach_non_finite_check_and_unscale_: not implemented for '",
+                                g.scalar_type(), "' gradients (floating-point only)");
+  }
+  const at::Tensor inv = inv_scale.reshape({});
+  for (const at::Tensor& g : grads) {
+    at::Tensor bad = at::logical_not(at::isfinite(g)).any().to(at::kFloat);
     found_inf.copy_(at::maximum(found_inf, bad.view(found_inf.sizes())));
-    const_cast<at::Tensor&>(g).mul_(inv_scale.to(g.scalar_type()));
+    at::Tensor& grad = const_cast<at::Tensor&>(g);
+    if (g.scalar_type() == at::kFloat || g.scalar_type() == at::kDouble) grad.mul_(inv);
+    else grad.copy_(g.to(at::kFloat).mul_(inv));
   }
 }
 
-// Scale backoff on a found inf, growth after growth_interval clean steps (as ATen's
-// _amp_update_scale_), as device ops: no host read decides anything.
+// Scale backoff on a found inf, growth after growth_interval clean steps unless the grown
+// scale would overflow (as ATen's _amp_update_scale_), as device ops: no host read decides.
 at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, const at::Tensor& found_inf,
                              double growth_factor, double backoff_factor, int64_t growth_interval) {
   torch_neuronx::record_native("aten::_amp_update_scale_");
-  at::Tensor found = found_inf.gt(0);
+  TORCH_CHECK(growth_tracker.numel() == 1, "growth_tracker must be a 1-element tensor.");
+  TORCH_CHECK(scale.numel() == 1, "current_scale must be a 1-element tensor.");
+  TORCH_CHECK(found_inf.numel() == 1, "found_inf must be a 1-element tensor.");
+  TORCH_CHECK(growth_tracker.scalar_type() == at::kInt, "growth_tracker must be an int tensor.");
+  TORCH_CHECK(scale.scalar_type() == at::kFloat, "current_scale must be a float tensor.");
+  TORCH_CHECK(found_inf.scalar_type() == at::kFloat, "found_inf must be a float tensor.");
+  at::Tensor found = found_inf.ne(0).view(scale.sizes());
   at::Tensor tracker = at::where(found, at::zeros_like(growth_tracker), growth_tracker.add(1));
   at::Tensor grow = tracker.eq(growth_interval);
-  at::Tensor new_scale = at::where(found, scale.mul(backoff_factor), at::where(grow, scale.mul(growth_factor), scale));
+  at::Tensor grown = scale.mul(growth_factor);
+  grown = at::where(at::isfinite(grown), grown, scale);
+  at::Tensor new_scale = at::where(found, scale.mul(backoff_factor), at::where(grow, grown, scale));
   growth_tracker.copy_(at::where(grow, at::zeros_like(tracker), tracker));
   scale.copy_(new_scale);
   return scale;

@@ -37,7 +37,12 @@ vnc_conv_params conv_params(const at::Tensor& input, const at::Tensor& weight, a
     p.stride[i] = at(stride, i, 1);
     p.pad[i] = at(padding, i, 0);
     p.dil[i] = at(dilation, i, 1);
-    p.out[i] = transposed ? (p.in[i] - 1) * p.stride[i] - 2 * p.pad[i] + p.dil[i] * (p.k[i] - 1) + at(output_padding, i, 0) + 1
+    TORCH_CHECK(p.dil[i] > 0, "dilation should be greater than zero, but got ", dilation);
+    const int64_t out_pad = at(output_padding, i, 0);
+    TORCH_CHECK(!transposed || (out_pad >= 0 && (out_pad < p.stride[i] || out_pad < p.dil[i])),
+                "output padding must be smaller than either stride or dilation, but got output_padding ",
+                output_padding, ", stride ", stride, ", dilation ", dilation);
+    p.out[i] = transposed ? (p.in[i] - 1) * p.stride[i] - 2 * p.pad[i] + p.dil[i] * (p.k[i] - 1) + out_pad + 1
                           : (p.in[i] + 2 * p.pad[i] - p.dil[i] * (p.k[i] - 1) - 1) / p.stride[i] + 1;
   }
   p.dtype = dt(input);
@@ -111,7 +116,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   check(vnc_conv_backward(stream_of(x), "aten::convolution_backward_overrideable", &p, element_ptr(go), element_ptr(x),
                           element_ptr(w), gi.defined() ? element_ptr(gi) : nullptr, gw.defined() ? element_ptr(gw) : nullptr,
                           gb.defined() ? element_ptr(gb) : nullptr));
-  return {gi, gw, gb};
+  // gradients in the forward's layout (CPU PyTorch's, which follows input and weight)
+  return {gi.defined() ? in_layout_of(gi, input, &weight) : gi, gw.defined() ? in_layout_of(gw, input, &weight) : gw, gb};
 }
 
 // ---------------------------------------------------------------- batch norm
@@ -207,7 +213,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   check(vnc_batch_norm_backward(stream_of(x), "aten::native_batch_norm_backward", N, C, S, dt(x), element_ptr(dy), element_ptr(x),
                                 opt_ptr(w), opt_ptr(rm), opt_ptr(rv), opt_ptr(sm), opt_ptr(si), pdt, train, eps, dx.defined() ? element_ptr(dx) : nullptr,
                                 dw.defined() ? element_ptr(dw) : nullptr, db.defined() ? element_ptr(db) : nullptr));
-  return {dx, dw, db};
+  return {dx.defined() ? in_layout_of(dx, input) : dx, dw, db};
 }
 
 // ---------------------------------------------------------------- pooling
@@ -308,6 +314,9 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef size_
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  for (int64_t d = 1; d < grad_output.dim(); d++)
+    TORCH_CHECK(grad_output.size(d) > 0, "adaptive_avg_pool2d_backward(): Expected grad_output to have non-zero size for "
+                "non-batch dimensions, but grad_output has sizes ", grad_output.sizes(), " with dimension ", d, " being empty");
   record_native("aten::_adaptive_avg_pool2d_backward");
   at::Tensor go = grad_output.contiguous();
   at::Tensor gi = at::empty(self.sizes(), self.options());

@@ -442,19 +442,22 @@ vnc_ctc_args ctc_args(const char* name, const at::Tensor& log_probs, const at::T
   max_target = 0;
   int64_t total = 0;
   for (int64_t n = 0; n < N; n++) {
-    TORCH_CHECK(in_len[n] >= 0 && in_len[n] <= T, "Expected input_lengths to have value at most ", T, ", but got value ",
-                in_len[n], " (while checking arguments for ctc_loss_cpu)");
-    TORCH_CHECK(tg_len[n] >= 0, "Expected target_lengths to be non-negative, got ", tg_len[n]);
+    TORCH_CHECK(in_len[n] >= 0, "Expected input_lengths to have value at least 0, but got value ", in_len[n],
+                " (while checking arguments for ctc_loss_allocate_outputs)");
+    TORCH_CHECK(in_len[n] <= T, "Expected input_lengths to have value at most ", T, ", but got value ", in_len[n],
+                " (while checking arguments for ctc_loss_allocate_outputs)");
+    TORCH_CHECK(tg_len[n] >= 0, "Expected target_lengths to have value at least 0, but got value ", tg_len[n],
+                " (while checking arguments for ctc_loss_allocate_outputs)");
     max_target = std::max(max_target, tg_len[n]);
     total += tg_len[n];
   }
   if (targets.dim() == 1) {
-    TORCH_CHECK(targets.size(0) >= total, "Expected tensor to have size at least ", total,
-                " at dimension 0, but got size ", targets.size(0), " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+    TORCH_CHECK(targets.size(0) == total, "Expected tensor to have size ", total,
+                " at dimension 0, but got size ", targets.size(0), " for argument #2 'targets' (while checking arguments for ctc_loss_allocate_outputs)");
   } else {
     TORCH_CHECK(targets.dim() == 2 && targets.size(0) == N && targets.size(1) >= max_target,
                 "Expected tensor to have size at least ", max_target, " at dimension 1, but got size ",
-                targets.dim() == 2 ? targets.size(1) : 0, " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+                targets.dim() == 2 ? targets.size(1) : 0, " for argument #2 'targets' (while checking arguments for ctc_loss_allocate_outputs)");
   }
   vnc_ctc_args a{};
   a.log_probs = to_vnc(log_probs);
@@ -526,6 +529,8 @@ vnc_bag_args bag_args(const char* name, const at::Tensor& weight, const at::Tens
   TORCH_CHECK(!offsets.defined() || offsets.dim() == 1, name, ": offsets has to be a 1D Tensor, but got Tensor of dimension ",
               offsets.dim());
   TORCH_CHECK(weight.dim() == 2, name, ": weight has to be a 2D Tensor, but got Tensor of dimension ", weight.dim());
+  TORCH_CHECK(!include_last_offset || !offsets.defined() || offsets.size(0) >= 1,
+              "include_last_offset: number of offset should be at least 1");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(weight.scalar_type()), "\"", name, "\" not implemented for '",
                               c10::toString(weight.scalar_type()), "'");
   TORCH_CHECK(mode >= 0 && mode <= 2, name, ": mode must be 0 (sum), 1 (mean) or 2 (max), got ", mode);

@@ -11,18 +11,21 @@ namespace torch_neuronx {
 namespace {
 
 // The kernel takes contiguous tensors; others are updated through a contiguous copy that is
-// written back after the launch (stream order keeps the copies after the update).
+// written back after the launch (stream order keeps the copies after the update). Every copy
+// is held until the launch is queued: a released one's block would be handed to the next copy.
 struct Operands {
-  std::vector<std::pair<at::Tensor, at::Tensor>> writeback;  // (original, contiguous copy)
-  void* take(const at::Tensor& t, bool written) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (original, contiguous copy)
+  std::vector<bool> written;
+  void* take(const at::Tensor& t, bool write) {
     if (!t.defined()) return nullptr;
     if (t.is_contiguous()) return element_ptr(t);
-    at::Tensor c = t.contiguous();
-    if (written) writeback.emplace_back(t, c);
-    return element_ptr(c);
+    copies.emplace_back(t, t.contiguous());
+    written.push_back(write);
+    return element_ptr(copies.back().second);
   }
   void finish() {
-    for (auto& [orig, copy] : writeback) orig.copy_(copy);
+    for (size_t i = 0; i < copies.size(); i++)
+      if (written[i]) copies[i].first.copy_(copies[i].second);
   }
 };
 

@@ -60,7 +60,7 @@ std::tuple<at::Tensor, at::Tensor> native_mha(const at::Tensor& query, const at:
     ctx = at::scaled_dot_product_attention(q, k, v, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt);
   }
   at::Tensor out = at::linear(ctx.transpose(1, 2).reshape({B, L, embed_dim}), proj_weight, proj_bias);
-  if (!need_weights) return {out, at::empty({0}, out.options())};
+  if (!need_weights) return {out, at::Tensor()};  // None in Python, as ATen's
   return {out, average_attn_weights ? attn.mean(1) : attn};
 }
 

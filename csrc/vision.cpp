@@ -47,6 +47,8 @@
 #include <ATen/ops/upsample_nearest3d_meta.h>
 #include <ATen/ops/upsample_trilinear3d_backward_meta.h>
 #include <ATen/ops/upsample_trilinear3d_meta.h>
+#include <ATen/ops/pixel_shuffle_native.h>
+#include <ATen/ops/pixel_unshuffle_native.h>
 #include <torch/library.h>
 
 namespace torch_neuronx {
@@ -425,6 +427,8 @@ void replication_pad2d_impl(Structured<at::meta::structured_replication_pad2d>& 
                             at::IntArrayRef padding) {
   op.meta(self, padding);
   check_pad_dtype("replication_pad2d", self);
+  const at::Tensor& out = op.maybe_get_output(0);
+  out.resize_(out.sizes(), self.suggest_memory_format());  // as CPU's kernel: the input's layout
   pad_launch("aten::replication_pad2d", VNC_PAD_REPLICATE, self, padding, op.maybe_get_output(0));
 }
 
@@ -618,6 +622,10 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool3d_out(const at::Tensor& self, at::
   const auto shape = max_pool3d_shape(self, p, ceil_mode, k, s, pad, dil);
   at::native::resize_output(out, shape);
   at::native::resize_output(indices, shape);
+  if (self.dim() == 5) {  // as CPU's kernel: a batch keeps the input's layout (channels_last_3d)
+    out.resize_(shape, self.suggest_memory_format());
+    indices.resize_(shape, self.suggest_memory_format());
+  }
   launch_max("aten::max_pool3d_with_indices", self, &p, 3, out, indices);
   return {out, indices};
 }
@@ -652,14 +660,15 @@ at::Tensor& max_backward_into(const char* name, const at::Tensor& grad_output, c
 at::Tensor& max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef,
                                     at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor& indices,
                                     at::Tensor& grad_input) {
+  if (self.dim() == 5) grad_input.resize_(self.sizes(), self.suggest_memory_format());  // as the forward's output
   return max_backward_into("aten::max_pool3d_with_indices_backward", grad_output, self, indices, 3, grad_input);
 }
 
 at::Tensor max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
                                at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
                                const at::Tensor& indices) {
-  at::Tensor gi = at::empty(self.sizes(), self.options());
-  return max_backward_into("aten::max_pool3d_with_indices_backward", grad_output, self, indices, 3, gi);
+  at::Tensor gi = at::empty({0}, self.options());
+  return max_pool3d_backward_out(grad_output, self, k, s, pad, dil, ceil_mode, indices, gi);
 }
 
 // adaptive_max_pool2d / 3d: ATen's structured metas size (out, indices); the runtime's adaptive windows.
@@ -727,6 +736,8 @@ struct Pad {
   static void forward(Structured<Meta>& op, const char* name, const at::Tensor& self, at::IntArrayRef padding) {
     op.meta(self, padding);
     check_pad_dtype(name + 6, self);
+    const at::Tensor& out = op.maybe_get_output(0);
+    out.resize_(out.sizes(), self.suggest_memory_format());  // as CPU's kernels: the input's layout
     record_native(name);
     if (self.scalar_type() == at::kDouble) warn_float64(name);
     const auto dims = pad_dims<ND>(KIND, padding);
@@ -774,7 +785,7 @@ struct Pad {
     return grad_input;
   }
   static at::Tensor bwd(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding) {
-    at::Tensor gi = at::empty(self.sizes(), self.options());
+    at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(self.suggest_memory_format()));
     return bwd_out(grad_output, self, padding, gi);
   }
   static const char* name();
@@ -918,9 +929,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
   return {dX, dgamma, dbeta};
 }
 
+// ---------------------------------------------------------------- pixel shuffle
+
+// ATen's device-generic composition (views and one copy), its result in the input's layout as
+// CPU's kernels give it (channels_last stays channels_last); counted as one native op.
+template <bool Shuffle>
+at::Tensor pixel_shuffle(const at::Tensor& self, int64_t factor) {
+  record_native(Shuffle ? "aten::pixel_shuffle" : "aten::pixel_unshuffle");
+  at::Tensor out = Shuffle ? at::native::math_pixel_shuffle(self, factor) : at::native::math_pixel_unshuffle(self, factor);
+  const at::MemoryFormat fmt = self.suggest_memory_format();
+  if (out.dim() != 4 || fmt == at::MemoryFormat::Contiguous) return out;
+  return at::empty(out.sizes(), out.options().memory_format(fmt)).copy_(out);  // CPU's strides, even where C is 1
+}
+
 }  // namespace
 
 NEURON_LIBRARY_IMPL(m) {
+  m.impl("pixel_shuffle", TORCH_FN(pixel_shuffle<true>));
+  m.impl("pixel_unshuffle", TORCH_FN(pixel_shuffle<false>));
   m.impl("avg_pool2d", TORCH_FN(avg_pool2d));
   m.impl("avg_pool2d.out", TORCH_FN(avg_pool2d_out));
   m.impl("avg_pool2d_backward", TORCH_FN(avg_pool2d_backward));

@@ -68,6 +68,87 @@ def test_fused_adamw_with_grad_scaler_skips_inf_steps():
     assert torch_neuronx.get_fallback_ops() == []
 
 
+@pytest.mark.parametrize("cls,kwargs", [(torch.optim.Adam, dict(lr=1e-2)), (torch.optim.AdamW, dict(lr=1e-2)),
+                                        (torch.optim.SGD, dict(lr=0.1, momentum=0.9))], ids=lambda v: getattr(v, "__name__", str(v)))
+def test_fused_paths_with_non_contiguous_params_and_grads(cls, kwargs):
+    """channels_last parameters, and parameters whose gradient has another layout: the fused
+    kernel works on contiguous copies, each held until the update is queued."""
+    def train(device, impl):
+        torch.manual_seed(0)
+        conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3))
+        conv = conv.to(device).to(memory_format=torch.channels_last)
+        a = torch.nn.Parameter(torch.randn(6, 5).to(device))  # row-major, its gradient column-major
+        b = torch.nn.Parameter(torch.randn(5, 6).to(device).t())  # column-major, gradient row-major
+        params = [*conv.parameters(), a, b]
+        opt = cls(params, **kwargs, **impl)
+        x = torch.randn(2, 3, 8, 8).to(device)
+        for _ in range(3):
+            opt.zero_grad()
+            conv(x).square().mean().backward()
+            a.grad = (torch.randn(5, 6) * 0.1).to(device).t().contiguous().t().t()
+            b.grad = (torch.randn(6, 5) * 0.1).to(device)
+            opt.step()
+        return [p.detach().cpu() for p in params]
+
+    expected = train("cpu", dict(foreach=False))
+    torch_neuronx.clear_op_tracking()
+    got = train("neuron", dict(fused=True))
+    assert any(k.startswith("aten::_fused_") for k in torch_neuronx.get_executed_op_counts())
+    assert torch_neuronx.get_fallback_ops() == []
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_grad_scaler_scale_stays_finite_as_on_cpu():
+    """A scale whose growth would overflow float32 is kept (ATen's _amp_update_scale_)."""
+    scales = {}
+    for device in ("cpu", "neuron"):
+        p = torch.nn.Parameter(torch.ones(2, device=device))
+        opt = torch.optim.SGD([p], lr=0.0)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 126, growth_interval=1)
+        for _ in range(3):
+            opt.zero_grad()
+            scaler.scale((p * 1e-30).sum()).backward()
+            scaler.step(opt)
+            scaler.update()
+        scales[device] = scaler.get_scale()
+    assert scales["neuron"] == scales["cpu"] == 2.0 ** 127
+
+
+def test_amp_unscale_multiplies_in_float32_and_checks_arguments():
+    aten = torch.ops.aten
+    results = {}
+    for device in ("cpu", "neuron"):
+        g = [torch.tensor([1000.0, 3.0, float("inf")], dtype=torch.float16, device=device),
+             torch.tensor([2.0 ** 20], device=device)]
+        found = torch.zeros((), device=device)
+        aten._amp_foreach_non_finite_check_and_unscale_(g, found, torch.full((), 2.0 ** -30, device=device))
+        results[device] = [t.cpu() for t in g] + [found.cpu()]
+    for got, want in zip(results["neuron"], results["cpu"]):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    bad_calls = [
+        lambda d: aten._amp_foreach_non_finite_check_and_unscale_(
+            [torch.ones(2, device=d)], torch.zeros((), dtype=torch.float16, device=d), torch.ones((), device=d)),
+        lambda d: aten._amp_foreach_non_finite_check_and_unscale_(
+            [torch.ones(2, device=d)], torch.zeros((), device=d), torch.ones((), dtype=torch.float64, device=d)),
+        lambda d: aten._amp_foreach_non_finite_check_and_unscale_(
+            [torch.ones(2, dtype=torch.int32, device=d)], torch.zeros((), device=d), torch.ones((), device=d)),
+        lambda d: aten._amp_update_scale_(torch.ones((), device=d), torch.zeros((), dtype=torch.int64, device=d),
+                                          torch.zeros((), device=d), 2.0, 0.5, 2),
+        lambda d: aten._amp_update_scale_(torch.ones((), dtype=torch.float16, device=d),
+                                          torch.zeros((), dtype=torch.int32, device=d), torch.zeros((), device=d), 2.0, 0.5, 2),
+        lambda d: aten._amp_update_scale_(torch.ones(2, device=d), torch.zeros((), dtype=torch.int32, device=d),
+                                          torch.zeros((), device=d), 2.0, 0.5, 2),
+    ]
+    for call in bad_calls:
+        with pytest.raises(Exception) as cpu_err:
+            call("cpu")
+        with pytest.raises(type(cpu_err.value)) as err:
+            call("neuron")
+        if not isinstance(cpu_err.value, NotImplementedError):
+            assert str(err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+
+
 @pytest.mark.parametrize("loss", ["mse_loss", "smooth_l1_loss", "huber_loss", "l1_loss",
                                   "binary_cross_entropy_with_logits", "binary_cross_entropy"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

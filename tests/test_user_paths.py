@@ -233,9 +233,10 @@ def test_embedding_bag_module_2d_input_and_no_grad(native):
 
 
 def test_embedding_bag_bad_index_is_reported(native):
+    """A bad index fails the kernel with RuntimeError (as CPU PyTorch), reported at the next sync."""
     w = torch.randn(5, 3, device="neuron")
     out = F.embedding_bag(torch.tensor([1, 7], device="neuron"), w, torch.tensor([0], device="neuron"))
-    with pytest.raises(IndexError, match="index 7 of entry 1 is out of range for a weight of 5 rows"):
+    with pytest.raises(RuntimeError, match="index 7 of entry 1 is out of range for a weight of 5 rows"):
         out.cpu()
     torch.neuron.synchronize()   # the device stays usable
     assert torch.equal((w + 1).cpu(), w.cpu() + 1)
@@ -405,6 +406,104 @@ def test_channels_last_results_as_cpu(native, op, layout):
     want, got = _on_both(fn, x, w)
     assert got.stride() == want.stride()
     torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+
+
+_CL, _CL3 = torch.channels_last, torch.channels_last_3d
+_LAYOUT_CASES = {  # name: (fn, inputs); gradients are taken for every input
+    "conv2d_input_cl": (F.conv2d, [_x(2, 3, 6, 6).contiguous(memory_format=_CL), _x(4, 3, 3, 3, seed=1)]),
+    "conv2d_weight_cl": (F.conv2d, [_x(2, 3, 6, 6), _x(4, 3, 3, 3, seed=1).contiguous(memory_format=_CL)]),
+    "conv_transpose2d_input_cl": (F.conv_transpose2d, [_x(2, 3, 6, 6).contiguous(memory_format=_CL), _x(3, 4, 3, 3, seed=1)]),
+    "batch_norm": (lambda x, w: F.batch_norm(x, None, None, w, None, training=True),
+                   [_x(2, 3, 6, 6).contiguous(memory_format=_CL), _x(3, seed=1)]),
+    "pad_replicate_2d": (lambda x: F.pad(x, (1, 2, 1, 0), mode="replicate"), [_x(2, 4, 6, 5).contiguous(memory_format=_CL)]),
+    "pad_replicate_3d": (lambda x: F.pad(x, (1, 2, 1, 0, 1, 1), mode="replicate"),
+                         [_x(2, 3, 4, 4, 4).contiguous(memory_format=_CL3)]),
+    "pad_reflect_3d": (lambda x: F.pad(x, (1, 2, 1, 0, 1, 1), mode="reflect"),
+                       [_x(2, 3, 4, 4, 4).contiguous(memory_format=_CL3)]),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2), [_x(2, 3, 4, 4, 4).contiguous(memory_format=_CL3)]),
+    "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), [_x(2, 4, 6, 5).contiguous(memory_format=_CL)]),
+    "pixel_unshuffle": (lambda x: F.pixel_unshuffle(x, 2), [_x(2, 3, 6, 4).contiguous(memory_format=_CL)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_LAYOUT_CASES))
+def test_channels_last_results_and_gradients_as_cpu(native, case):
+    """Results and input gradients have CPU PyTorch's strides (channels_last kept where CPU's
+    kernels keep it) and its values."""
+    fn, inputs = _LAYOUT_CASES[case]
+    results = {}
+    for device in ("cpu", "neuron"):
+        xs = [t.to(device).requires_grad_() for t in inputs]
+        out = fn(*xs)
+        grads = torch.autograd.grad(out, xs, torch.ones_like(out))
+        results[device] = [out, *grads]
+    for got, want in zip(results["neuron"], results["cpu"]):
+        assert got.stride() == want.stride(), case
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def _error_of(call):
+    try:
+        out = call()
+        torch.neuron.synchronize()  # errors found by a running kernel surface at the next synchronisation
+        return None, out
+    except Exception as e:  # noqa: BLE001 - the type is what is compared
+        return e, None
+
+
+@pytest.mark.parametrize("case", ["conv_transpose_output_padding", "conv_dilation_0", "bag_decreasing_offsets",
+                                  "bag_first_offset", "bag_offset_past_end", "bag_index_range", "bag_last_offset_empty",
+                                  "ctc_negative_input_length", "ctc_negative_target_length", "ctc_targets_too_long",
+                                  "adaptive_avg_pool2d_empty_grad"])
+def test_nn_argument_errors_as_cpu(native, case):
+    """Bad arguments raise CPU PyTorch's error type (and where ours is CPU's, its message), and
+    the device stays usable."""
+    def t(v, dtype=None):
+        return (v if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=dtype)).to(device)
+
+    def bag(idx, off, **kw):
+        return F.embedding_bag(t(idx), t(_x(10, 3)), t(off, torch.long), **kw)
+
+    lp = _x(5, 1, 4).log_softmax(-1)
+    calls = {
+        "conv_transpose_output_padding": lambda: F.conv_transpose2d(t(_x(1, 1, 3, 3)), t(_x(1, 1, 3, 3)), stride=2,
+                                                                    output_padding=2),
+        "conv_dilation_0": lambda: F.conv2d(t(_x(1, 1, 3, 3)), t(_x(1, 1, 2, 2)), dilation=0),
+        "bag_decreasing_offsets": lambda: bag([1, 2, 3, 4], [0, 3, 1]),
+        "bag_first_offset": lambda: bag([1, 2, 3, 4], [1, 3]),
+        "bag_offset_past_end": lambda: bag([1, 2, 3, 4], [0, 6]),
+        "bag_index_range": lambda: bag([1, 2, 30, 4], [0, 2]),
+        "bag_last_offset_empty": lambda: bag([1, 2], [], include_last_offset=True),
+        "ctc_negative_input_length": lambda: F.ctc_loss(t(lp), t([[1, 2]]), t([-1]), t([2])),
+        "ctc_negative_target_length": lambda: F.ctc_loss(t(lp), t([[1, 2]]), t([5]), t([-1])),
+        "ctc_targets_too_long": lambda: F.ctc_loss(t(lp), t([1, 2, 3]), t([5]), t([2])),
+        "adaptive_avg_pool2d_empty_grad": lambda: torch.ops.aten._adaptive_avg_pool2d_backward(t(torch.ones(1, 2, 0, 2)),
+                                                                                               t(_x(1, 2, 4, 4))),
+    }
+    device = "cpu"
+    want, _ = _error_of(calls[case])
+    assert want is not None, case
+    device = "neuron"
+    got, _ = _error_of(calls[case])
+    assert type(got) is type(want), (got, want)
+    if case.startswith(("conv_dilation", "ctc", "adaptive", "bag_last")):
+        assert str(got).splitlines()[0] == str(want).splitlines()[0]
+    assert torch.equal((torch.ones(3, device="neuron") * 2).cpu(), torch.full((3,), 2.0))
+
+
+def test_multihead_attention_fast_path_weights_none_as_cpu(native):
+    """need_weights=False: no attention weights (None), as CPU's fast path returns."""
+    torch.manual_seed(0)
+    m = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    q = _x(2, 5, 8)
+    with torch.no_grad():
+        out_cpu, w_cpu = m(q, q, q, need_weights=False)
+        qn = q.to("neuron")  # one tensor as query, key and value: the self-attention fast path
+        out, w = m.to("neuron")(qn, qn, qn, need_weights=False)
+    assert w is None and w_cpu is None
+    torch.testing.assert_close(out.cpu(), out_cpu, rtol=1e-4, atol=1e-5)
+    _ran("aten::_native_multi_head_attention")
 
 
 def test_nan_to_num_of_float64_stays_finite(native):

@@ -14,7 +14,8 @@
  * parallel. indices/offsets are int32 or int64 (one dtype); weight, per_sample_weights, out
  * share a floating dtype (float64 through float32). Any strides. Indices, offsets
  * (offsets[0] == 0, non-decreasing, <= n) are validated in the task: a bad one fails it
- * (VNC_ERR_INDEX) with ATen's message and nothing is written past the checks.
+ * (VNC_ERR_INVALID_ARGUMENT: PyTorch raises RuntimeError) with ATen's message and nothing is
+ * written past the checks.
  *
  *     vnc_embedding_bag(stream, "aten::_embedding_bag", &a, &out, &offset2bag, &bag_size, NULL);
  */

@@ -50,7 +50,7 @@ static vnc_status bag_prepare(bag_task *t) {
     for (int64_t i = 0; i < n; i++) {
       const int64_t b = *(const int64_t *)((const char *)t->o2b.data + i * t->o2b.strides[0] * 8);
       if (b < 0 || b >= t->bags)
-        return vnc_set_error(VNC_ERR_INDEX, "embedding_bag: offset2bag[%lld] = %lld is out of range for %lld bags",
+        return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "embedding_bag: offset2bag[%lld] = %lld is out of range for %lld bags",
                              (long long)i, (long long)b, (long long)t->bags);
       t->bag_of[i] = b;
     }
@@ -59,13 +59,13 @@ static vnc_status bag_prepare(bag_task *t) {
     for (int64_t b = 0; b < noff; b++) {
       const int64_t o = ld_index(&t->a.offsets, b);
       if (b == 0 && o != 0)
-        return vnc_set_error(VNC_ERR_INDEX, "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
+        return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
                                             "start from position 0. However, got %lld", (long long)o);
       if (b > 0 && o < t->start[b - 1])
-        return vnc_set_error(VNC_ERR_INDEX, "offsets must be non-decreasing, but offsets[%lld] = %lld follows %lld",
+        return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "offsets must be non-decreasing, but offsets[%lld] = %lld follows %lld",
                              (long long)b, (long long)o, (long long)t->start[b - 1]);
       if (o > n)
-        return vnc_set_error(VNC_ERR_INDEX, "offsets[-1] can not be greater than input's length %lld but got "
+        return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "offsets[-1] can not be greater than input's length %lld but got "
                                             "offsets[-1] of %lld", (long long)n, (long long)o);
       if (b <= t->bags) t->start[b] = o;
     }
@@ -78,7 +78,7 @@ static vnc_status bag_prepare(bag_task *t) {
   for (int64_t i = 0; i < n; i++) {
     const int64_t r = ld_index(&t->a.indices, i);
     if (r < 0 || r >= t->rows)
-      return vnc_set_error(VNC_ERR_INDEX, "embedding_bag: index %lld of entry %lld is out of range for a weight of "
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "embedding_bag: index %lld of entry %lld is out of range for a weight of "
                                           "%lld rows", (long long)r, (long long)i, (long long)t->rows);
     t->row[i] = r == t->a.padding_idx ? -1 : r;
     if (t->freq && r != t->a.padding_idx) t->freq[r]++;
