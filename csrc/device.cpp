@@ -36,6 +36,21 @@ void* element_ptr(const at::TensorBase& t) {
                                   : nullptr;
 }
 
+// vnc_dtype numbers equal c10::ScalarType's, so to_vnc passes the dtype by cast.
+#define NEURON_SAME_DTYPE_CODE(vnc, c10) \
+  static_assert(static_cast<int>(vnc) == static_cast<int>(at::ScalarType::c10), #vnc " != " #c10);
+NEURON_SAME_DTYPE_CODE(VNC_UINT8, Byte)
+NEURON_SAME_DTYPE_CODE(VNC_BFLOAT16, BFloat16)
+NEURON_SAME_DTYPE_CODE(VNC_BITS1X8, Bits1x8)
+NEURON_SAME_DTYPE_CODE(VNC_BITS16, Bits16)
+NEURON_SAME_DTYPE_CODE(VNC_FLOAT8_E5M2, Float8_e5m2)
+NEURON_SAME_DTYPE_CODE(VNC_FLOAT8_E4M3FNUZ, Float8_e4m3fnuz)
+NEURON_SAME_DTYPE_CODE(VNC_UINT16, UInt16)
+NEURON_SAME_DTYPE_CODE(VNC_UINT64, UInt64)
+NEURON_SAME_DTYPE_CODE(VNC_FLOAT8_E8M0FNU, Float8_e8m0fnu)
+NEURON_SAME_DTYPE_CODE(VNC_FLOAT4_E2M1FN_X2, Float4_e2m1fn_x2)
+#undef NEURON_SAME_DTYPE_CODE
+
 vnc_tensor to_vnc(const at::TensorBase& t) {
   vnc_tensor v;
   TORCH_CHECK(t.dim() <= VNC_MAX_DIMS, "neuron supports tensors of at most ", VNC_MAX_DIMS,

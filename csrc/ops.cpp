@@ -10,6 +10,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_nested_view_from_buffer_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -235,6 +236,32 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::
   return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
 }
 
+// aten::_efficientzerotensor, as ATen's CPU and CUDA kernels make it: a tensor of the given
+// size whose storage holds no memory (a null data pointer from ATen's ZeroTensorAllocator)
+// and whose key set carries ZeroTensor, so ATen's ZeroTensor kernels and fallback treat it
+// as all zeros and refuse to mutate it. Forward-mode AD makes one for every tangent of a
+// plain operand. The allocator lives as long as the storages that point to it: one per core.
+at::Tensor efficientzerotensor(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory) {
+  NEURON_TRACK("aten::_efficientzerotensor");
+  check_empty_args(layout, pin_memory);
+  const c10::Device dev(kNeuron, index_of(c10::device_or_default(device)));
+  static std::mutex mu;
+  static std::map<c10::DeviceIndex, at::native::ZeroTensorAllocator*> allocators;  // leaked: storages outlive exit
+  at::native::ZeroTensorAllocator* allocator;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    auto& a = allocators[dev.index()];
+    if (!a) a = new at::native::ZeroTensorAllocator(dev);
+    allocator = a;
+  }
+  c10::DeviceGuard guard(dev);
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), allocator,
+                                   kNeuronKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+                                   c10::dtype_or_default(dtype), std::nullopt);
+}
+
 // Makes the storage large enough for self's sizes, strides and offset.
 void ensure_storage(const at::Tensor& self) {
   size_t need = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.itemsize(),
@@ -299,10 +326,38 @@ void apply_lazy_bits(const at::Tensor& t, bool conj, bool neg) {
   if (neg) t.neg_();
 }
 
+void copy_stored(const at::Tensor& s, const at::Tensor& d, bool non_blocking);
+
+// A conversion the runtime has no loop for (from or to a stored-only dtype: float8, uint16 to
+// uint64, bits): the visible CPU fallback of aten::_copy_from. Values move between host and
+// device as bytes (native, same dtype) and CPU's copy_ converts them, so the results, and the
+// errors for pairs CPU refuses (bits), are CPU's.
+void copy_converting_on_host(const at::Tensor& s, const at::Tensor& d) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!g_strict, "Operator 'aten::_copy_from' has no native neuron kernel for a copy from ",
+                              s.scalar_type(), " to ", d.scalar_type(),
+                              " and TORCH_NEURONX_STRICT=1 forbids its CPU fallback");
+  record_fallback("aten::_copy_from");
+  at::Tensor hs = s;
+  if (!s.is_cpu()) {
+    hs = at::empty(s.sizes(), s.options().device(at::kCPU));
+    copy_stored(s, hs, false);
+  }
+  if (d.is_cpu()) {
+    d.copy_(hs);
+    return;
+  }
+  at::Tensor hd = at::empty(d.sizes(), d.options().device(at::kCPU));
+  hd.copy_(hs);
+  copy_stored(hd, d, false);
+}
+
 // Copies stored values (any lazy bits are ignored) from s to d; one of them is on neuron.
 void copy_stored(const at::Tensor& s, const at::Tensor& d, bool non_blocking) {
-  if (s.is_complex() && !d.is_complex())
+  if (s.is_complex() && !d.is_complex()) {
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  }
+  if (!vnc_copy_supported(static_cast<int32_t>(d.scalar_type()), static_cast<int32_t>(s.scalar_type())))
+    return copy_converting_on_host(s, d);
   vnc_tensor dv = to_vnc(d), sv = to_vnc(s);
   bool dst_dev = d.device().type() == kNeuron, src_dev = s.device().type() == kNeuron;
   if (dst_dev && src_dev) {
@@ -405,30 +460,38 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 // ---------------------------------------------------------------- fill
 
-at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
-  NEURON_TRACK("aten::fill_");
-  if (self.numel() == 0) return self;
+// Every element of self = one element's bytes (self.itemsize() of them).
+void fill_bytes(at::Tensor& self, const unsigned char* bytes) {
+  if (self.numel() == 0) return;
   // overlapping elements are allowed, as on CPU (they all take the value): expanded dims are
   // written once
   at::Tensor dst = self;
   for (int64_t d = 0; d < self.dim(); d++)
     if (self.stride(d) == 0) dst = dst.narrow(d, 0, 1);
+  vnc_tensor t = to_vnc(dst);
+  c10::DeviceGuard guard(self.device());
+  check(vnc_fill(stream_of(self), "aten::fill_", &t, bytes));
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  NEURON_TRACK("aten::fill_");
   unsigned char bytes[16];
   at::ScalarType st = self.scalar_type();
   if (st == at::kDouble) {
+    if (self.numel() == 0) return self;
     warn_float64("aten::fill_");
     double v = static_cast<double>(value.to<float>());
     std::memcpy(bytes, &v, sizeof v);
   } else {
+    // CPU's fill_ dtypes, with its conversion of the value (checked: out of range raises)
     AT_DISPATCH_V2(st, "fill_", AT_WRAP([&] {
                      scalar_t v = value.to<scalar_t>();
                      std::memcpy(bytes, &v, sizeof v);
                    }),
-                   AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool);
+                   AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf,
+                   AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   }
-  vnc_tensor t = to_vnc(dst);
-  c10::DeviceGuard guard(self.device());
-  check(vnc_fill(stream_of(self), "aten::fill_", &t, bytes));
+  fill_bytes(self, bytes);
   return self;
 }
 
@@ -439,7 +502,16 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   return fill_scalar(self, value.item());
 }
 
-at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+// The bits dtypes have no value to fill with; CPU's zero_ still clears contiguous ones
+// (a memset), and so does this.
+at::Tensor& zero_(at::Tensor& self) {
+  const bool bits = c10::isBitsType(self.scalar_type()) || self.scalar_type() == at::kFloat4_e2m1fn_x2;
+  if (!bits || !self.is_contiguous()) return fill_scalar(self, 0);
+  NEURON_TRACK("aten::fill_");
+  const unsigned char zeros[16] = {0};
+  fill_bytes(self, zeros);
+  return self;
+}
 
 // ---------------------------------------------------------------- random fills
 // ATen's own distribution templates (ATen/native/DistributionTemplates.h) check the arguments,
@@ -882,6 +954,7 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("_efficientzerotensor", TORCH_FN(efficientzerotensor));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("view", TORCH_FN(view));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
@@ -936,19 +1009,14 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 
-// Sparse tensors do not exist on neuron, nested ones only on nn.TransformerEncoder's fast path
-// (transformer.cpp): say so, and how the modules that create sparse ones are kept dense,
-// instead of PyTorch's "could not run" error.
+// Sparse tensors do not exist on neuron: say so, and how the modules that create them are kept
+// dense, instead of PyTorch's "could not run" error. (Nested tensors: nested.cpp.)
 void unsupported_layout(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().operator_name(),
-                              ": sparse tensors are not supported on neuron, and nested tensors only on "
-                              "nn.TransformerEncoder's fast path (dense tensors otherwise). nn.Embedding and "
-                              "nn.EmbeddingBag need sparse=False; build other nested tensors on the CPU.");
+                              ": sparse tensors are not supported on neuron (dense tensors only). nn.Embedding and "
+                              "nn.EmbeddingBag need sparse=False.");
 }
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout>());
-}
-TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout>());
 }
 

@@ -14,6 +14,7 @@
 #include <ATen/native/nested/NestedTensorUtils.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
+#include <ATen/ops/to_padded_tensor_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -169,8 +170,24 @@ at::Tensor unpack(const at::Tensor& nt, const Entries& e, double padding, int64_
   return out;
 }
 
+// Whether nt has the fast path's layout: contiguous [length, features] entries of one feature size.
+bool fast_path_layout(const at::Tensor& nt) {
+  auto* impl = at::native::get_nested_tensor_impl(nt);
+  const at::Tensor& sizes = impl->get_nested_sizes();
+  if (!(sizes.dim() == 2 && sizes.size(1) == 2 && at::native::nested_tensor_impl_is_contiguous(impl))) return false;
+  return sizes.size(0) == 0 || sizes.select(1, 1).eq(sizes[0][1]).all().item<bool>();
+}
+
 at::Tensor to_padded_tensor(const at::Tensor& self, double padding, at::OptionalSymIntArrayRef output_size) {
   record_native("aten::to_padded_tensor");
+  // other layouts (strided nested tensors, SDPA's math path on them): ATen's device-generic
+  // kernel (CPU's), which pads each entry with dense ops
+  if (!fast_path_layout(self)) {
+    std::optional<std::vector<int64_t>> size;
+    if (output_size) size = C10_AS_INTARRAYREF_SLOW(*output_size).vec();
+    return at::native::NestedTensor_to_padded_tensor_generic(self, padding, size ? at::OptionalIntArrayRef(*size)
+                                                                                 : at::OptionalIntArrayRef());
+  }
   const Entries e = entries_of(self, "aten::to_padded_tensor");
   const int64_t N = e.lengths_cpu.size(0);
   if (!output_size) return unpack(self, e, padding, e.max_len);

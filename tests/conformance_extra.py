@@ -25,8 +25,9 @@ EXEMPT = {
                                "CPU computes; tests/test_attention.py checks the choice and both backends",
     "aten::record_stream": "returns nothing: it tells the caching allocator a stream uses the block "
                            "(tests/test_streams.py checks that the block is not reused while that stream reads it)",
-    "aten::_nested_view_from_buffer": "makes a nested tensor, which neuron does not support beyond this view "
-                                      "(tests/test_fallback.py checks the error that names the remedy)",
+    "aten::_nested_view_from_buffer": "makes a nested tensor, which neuron supports only through ATen's nested "
+                                      "kernels (tests/test_nested.py compares them with CPU and checks the error "
+                                      "that names the remedy for other ops)",
 }
 
 
@@ -296,6 +297,9 @@ def _cases() -> list[Case]:
         call("aten::any.dims", bools, [1]),
         call("aten::any.dims_out", ints, [0, 1], outs=[("out", torch.bool)]),
         Case("aten::eye.m", lambda d: aten.eye.m(3, 5, device=d)),
+        # a ZeroTensor (no storage) read through ATen's ZeroTensor kernels: added to a dense tensor
+        Case("aten::_efficientzerotensor",
+             lambda d: aten._efficientzerotensor([3, 4], dtype=F32, device=d) + torch.ones(3, 4, device=d)),
         Case("aten::eye.m_out", lambda d: _with_out(lambda o: aten.eye.m_out(4, 2, out=o), d)),
         call("aten::scatter.value_out", x, 1, idx3, 0.5, outs=[("out", F32)]),
         call("aten::scatter.value_reduce", x, 1, idx3, 2.0, reduce="multiply"),

@@ -183,3 +183,117 @@ def test_views_share_storage(neuron):
     assert torch.view_as_real(r).data_ptr() == c.data_ptr()
     assert x.reshape(24).data_ptr() == x.data_ptr()
     assert x.as_strided((2, 2), (1, 6), 1).data_ptr() == x.data_ptr() + 4
+
+
+# ---------------------------------------------------------------- stored-only dtypes
+# Dtypes the device stores but does not compute with: uint16-64, the float8 formats, float4
+# pairs and the bits types. Same-dtype copies (CPU<->neuron, neuron->neuron) and fills are
+# native byte moves; conversions from or to them are the visible CPU fallback of
+# aten::_copy_from (CPU's values and CPU's errors).
+STORED_ONLY = [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
+               torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu, torch.float4_e2m1fn_x2,
+               torch.bits8, torch.bits16, torch.bits1x8, torch.bits2x4, torch.bits4x2]
+RAW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+CONVERTIBLE = [d for d in STORED_ONLY if not str(d).startswith(("torch.bits", "torch.float4"))]
+
+
+def _random_bits(dtype, shape, seed=0):
+    raw = torch.randint(-128, 128, shape + (dtype.itemsize,), dtype=torch.int8,
+                        generator=torch.Generator().manual_seed(seed))
+    return raw.view(torch.uint8).view(dtype).reshape(shape)
+
+
+def _raw(t):
+    return t.cpu().contiguous().view(RAW[t.dtype.itemsize])
+
+
+@pytest.mark.parametrize("dtype", STORED_ONLY, ids=str)
+def test_stored_only_dtypes_copy_bytes_natively(dtype, native):
+    host = _random_bits(dtype, (6, 8))
+    dev = host.to("neuron")
+    assert dev.dtype == dtype and torch.equal(_raw(dev), _raw(host))
+    for view in (lambda t: t.t(), lambda t: t[1::2, ::3], lambda t: t[2]):
+        assert torch.equal(_raw(view(dev)), _raw(view(host)))        # neuron -> CPU of a strided view
+        assert torch.equal(_raw(view(dev).clone()), _raw(view(host)))  # neuron -> neuron
+        assert torch.equal(_raw(view(host).to("neuron")), _raw(view(host)))
+    out = torch.empty(6, 8, dtype=dtype, device="neuron")
+    out.t().copy_(dev.t())
+    assert torch.equal(_raw(out), _raw(host))
+    assert torch.equal(_raw(torch.zeros(5, dtype=dtype, device="neuron")), _raw(torch.zeros(5, dtype=dtype)))
+
+
+@pytest.mark.parametrize("dtype", STORED_ONLY, ids=str)
+def test_stored_only_dtypes_save_and_load(dtype, native, tmp_path):
+    host = _random_bits(dtype, (3, 5), seed=1)
+    torch.save({"t": host.to("neuron")}, tmp_path / "t.pt")
+    back = torch.load(tmp_path / "t.pt")["t"]
+    assert back.device.type == "neuron" and back.dtype == dtype
+    assert torch.equal(_raw(back), _raw(host))
+    on_cpu = torch.load(tmp_path / "t.pt", map_location="cpu")["t"]
+    assert on_cpu.is_cpu and torch.equal(_raw(on_cpu), _raw(host))
+
+
+@pytest.mark.parametrize("dtype", CONVERTIBLE, ids=str)
+def test_stored_only_dtypes_fill_like_cpu(dtype, native):
+    for value in (0, 1, 3, 0.5, -2.25, 448, float("nan")):
+        try:
+            want = torch.empty(4, dtype=dtype).fill_(value)
+        except Exception as e:   # CPU refuses (value out of the dtype's range): the same error
+            with pytest.raises(type(e), match=str(e)[:40]):
+                torch.empty(4, dtype=dtype, device="neuron").fill_(value)
+            continue
+        got = torch.empty(4, dtype=dtype, device="neuron").fill_(value)
+        assert torch.equal(_raw(got), _raw(want)), (value, _raw(got), _raw(want))
+    assert torch.equal(_raw(torch.ones(3, dtype=dtype, device="neuron")), _raw(torch.ones(3, dtype=dtype)))
+
+
+def test_bits_dtypes_zero_and_fill_as_cpu(native):
+    z = torch.zeros(4, dtype=torch.bits8, device="neuron")
+    assert torch.equal(_raw(z), torch.zeros(4, dtype=torch.uint8))
+    with pytest.raises(NotImplementedError, match="\"fill_\" not implemented for 'Bits8'"):
+        z.fill_(1)
+
+
+@pytest.mark.parametrize("dtype", CONVERTIBLE, ids=str)
+def test_stored_only_dtype_conversions_are_the_visible_cpu_fallback(dtype, neuron):
+    import torch_neuronx
+    src = torch.tensor([[0.0, -1.5, 2.0, 0.3], [448.0, 1e-3, float("nan"), -0.0]])
+    if dtype in (torch.uint16, torch.uint32, torch.uint64, torch.float8_e8m0fnu):
+        src = src.abs().nan_to_num(5.0)
+    want = src.to(dtype)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        for got in (src.to("neuron").to(dtype),              # neuron -> neuron
+                    src.to(dtype=dtype, device="neuron"),    # CPU -> neuron
+                    src.to("neuron").t().to(dtype).t()):     # strided
+            assert got.device.type == "neuron" and got.dtype == dtype
+            assert torch.equal(_raw(got), _raw(want))
+        dev = want.to("neuron")
+        for target in (torch.float32, torch.float16, torch.int64, torch.bfloat16):
+            assert_bitwise_equal(dev.to(target), want.to(target))                       # neuron -> neuron
+            assert_bitwise_equal(dev.to("cpu", target), want.to(target))               # neuron -> CPU
+            assert_bitwise_equal(torch.empty(2, 4, dtype=target).copy_(dev), want.to(target))
+    assert set(torch_neuronx.get_fallback_ops()) == {"aten::_copy_from"}
+
+
+def test_stored_only_conversion_refused_as_on_cpu(neuron):
+    src = torch.zeros(3, dtype=torch.bits8)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bits8'"):
+        src.float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(NotImplementedError, match="not implemented for 'Bits8'"):
+            src.to("neuron").float()
+    x = torch.ones(3, device="neuron")
+    x.add_(1)   # the process stays usable
+    assert x.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_stored_only_conversion_in_strict_mode_names_op_and_dtypes(neuron):
+    import torch_neuronx
+    prev = torch_neuronx.set_strict_fallback(True)
+    try:
+        with pytest.raises(NotImplementedError, match="aten::_copy_from.*from Float to Float8_e4m3fn.*STRICT"):
+            torch.zeros(3, device="neuron").to(torch.float8_e4m3fn)
+    finally:
+        torch_neuronx.set_strict_fallback(prev)

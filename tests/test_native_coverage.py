@@ -233,3 +233,49 @@ def test_pow_with_complex_exponent_takes_the_cpu_fallback(neuron):
     got = torch.pow(x.to(neuron), 2 + 0j)  # (its warning comes once per process: an earlier test may have had it)
     assert_bitwise_equal(got, torch.pow(x, 2 + 0j))
     assert "aten::pow" in torch_neuronx.get_fallback_ops()
+
+
+# ---------------------------------------------------------------- ZeroTensor (forward-mode AD)
+
+def test_efficientzerotensor_is_a_zerotensor_as_on_cpu(native):
+    z, zc = torch._efficientzerotensor((2, 3), device="neuron"), torch._efficientzerotensor((2, 3))
+    assert z._is_zerotensor() and zc._is_zerotensor()
+    assert z.device.type == "neuron" and z.shape == zc.shape and z.dtype == zc.dtype
+    for mutate in (lambda t: t.add_(1), lambda t: t.zero_(), lambda t: t.copy_(torch.ones(2, 3))):
+        with pytest.raises(RuntimeError, match="ZeroTensors are immutable") as on_cpu:
+            mutate(zc)
+        with pytest.raises(RuntimeError, match=on_cpu.value.args[0][:60]):
+            mutate(z)
+    y = _x(2, 3)
+    assert_bitwise_equal(z + y.to("neuron"), zc + y)
+    assert_bitwise_equal(z * y.to("neuron"), zc * y)
+    assert_bitwise_equal(z.cpu(), torch.zeros(2, 3))
+    half = torch._efficientzerotensor((4,), dtype=torch.float16, device="neuron:0")
+    assert half.dtype == torch.float16 and half._is_zerotensor() and torch.equal(half.cpu(), torch.zeros(4, dtype=torch.float16))
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3), torch.nn.GELU())
+
+
+def test_forward_ad_of_an_mlp_matches_cpu_and_is_native(native):
+    import torch.autograd.forward_ad as fwAD
+    from torch.func import functional_call, jvp
+    model = _mlp()
+    dev_model = _mlp().to("neuron")
+    x, t = _x(5, 4), _x(5, 4, seed=1)
+    params = dict(model.named_parameters())
+    dev_params = dict(dev_model.named_parameters())
+    out_c, tan_c = jvp(lambda a: functional_call(model, params, (a,)), (x,), (t,))
+    out_d, tan_d = jvp(lambda a: functional_call(dev_model, dev_params, (a,)), (x.to("neuron"),), (t.to("neuron"),))
+    torch.testing.assert_close(out_d.cpu(), out_c)
+    torch.testing.assert_close(tan_d.cpu(), tan_c)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(x.to("neuron"), t.to("neuron"))
+        p = fwAD.unpack_dual(dev_model(d) * 2)
+        dc = fwAD.make_dual(x, t)
+        pc = fwAD.unpack_dual(model(dc) * 2)
+    torch.testing.assert_close(p.primal.cpu(), pc.primal)
+    torch.testing.assert_close(p.tangent.cpu(), pc.tangent)
+    assert "aten::_efficientzerotensor" in torch_neuronx.get_executed_ops()

@@ -81,7 +81,7 @@ def test_entry_ops_directly(native):
 def test_other_nested_and_sparse_tensors_are_refused_with_a_remedy():
     nt = torch._nested_tensor_from_mask(torch.ones(2, 3, 4, device="neuron"),
                                         torch.ones(2, 3, dtype=torch.bool, device="neuron"))
-    with pytest.raises(NotImplementedError, match="nested tensors only on nn.TransformerEncoder's fast path"):
+    with pytest.raises(NotImplementedError, match="aten::add.Tensor: not supported on nested tensors on neuron.*nt.cpu()"):
         nt + 1
     emb = torch.nn.Embedding(10, 4, sparse=True).to("neuron")
     with pytest.raises(NotImplementedError, match="nn.Embedding and nn.EmbeddingBag need sparse=False"):
@@ -89,3 +89,77 @@ def test_other_nested_and_sparse_tensors_are_refused_with_a_remedy():
     bag = torch.nn.EmbeddingBag(10, 4, sparse=True).to("neuron")
     with pytest.raises(NotImplementedError, match="sparse=False"):
         bag(torch.tensor([[1, 2]], device="neuron")).sum().backward()
+
+
+# ---------------------------------------------------------------- strided and jagged nested tensors
+# A strided nested tensor made on neuron keeps its data reachable: ATen's device-generic nested
+# kernels (nested.cpp) move, copy, unbind, print and view it, and compute linear, matmul and
+# softmax on it, as on CPU.
+
+def _parts(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(2, 4, generator=g), torch.randn(3, 4, generator=g)]
+
+
+def _assert_nested_equal(actual, expected, **tol):
+    assert actual.is_nested and expected.is_nested
+    a, e = actual.unbind(), expected.unbind()
+    assert len(a) == len(e)
+    for x, y in zip(a, e):
+        assert x.device.type == actual.device.type
+        torch.testing.assert_close(x.cpu(), y, **(tol or dict(rtol=0, atol=0)))
+
+
+def test_strided_nested_tensor_moves_copies_and_prints_natively(native):
+    nc = torch.nested.nested_tensor(_parts())
+    nd = torch.nested.nested_tensor(_parts(), device="neuron")
+    assert nd.is_nested and nd.device.type == "neuron"
+    for back in (nd.cpu(), nd.to("cpu"), nd.to("cpu", torch.float64)):
+        assert back.is_nested and back.is_cpu
+        _assert_nested_equal(back, nc.to(back.dtype))
+    _assert_nested_equal(nc.to("neuron"), nc)
+    _assert_nested_equal(nd.clone(), nc)
+    _assert_nested_equal(nd.to(torch.float16), nc.to(torch.float16))
+    for x, y in zip(nd.unbind(), nc.unbind()):
+        assert x.device.type == "neuron" and torch.equal(x.cpu(), y)
+    text = str(nd)
+    assert text.startswith("nested_tensor([") and "device='neuron:0'" in text
+    assert text.replace(", device='neuron:0'", "") == str(nc)
+    z = nd.clone().zero_()
+    _assert_nested_equal(z, torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)]))
+    dst = torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)], device="neuron")
+    dst.copy_(nd)
+    _assert_nested_equal(dst, nc)
+
+
+def test_strided_nested_views_and_math_match_cpu(native):
+    nc = torch.nested.nested_tensor(_parts())
+    nd = torch.nested.nested_tensor(_parts(), device="neuron")
+    w, b = _parts(1)[1].t().contiguous(), torch.randn(3, generator=torch.Generator().manual_seed(2))
+    tol = dict(rtol=1e-5, atol=1e-6)
+    for f in (lambda n: n.transpose(1, 2).contiguous(),
+              lambda n: n.transpose(1, 2),
+              lambda n: n.unsqueeze(1).squeeze(1),
+              lambda n: n.narrow(0, 1, 1),
+              lambda n: torch.ops.aten.mul.Scalar(n, 0.5),
+              lambda n: torch.nn.functional.linear(n, w.t().to(n.device), b.to(n.device)),
+              lambda n: torch.softmax(n, -1)):
+        _assert_nested_equal(f(nd), f(nc), **tol)
+    assert torch.equal(nd._nested_tensor_size(), nc._nested_tensor_size())
+    with pytest.raises(RuntimeError, match="Expected both to be nested") as on_cpu:   # CPU refuses it too
+        torch.matmul(nc, w)
+    with pytest.raises(RuntimeError, match=on_cpu.value.args[0][:50]):
+        torch.matmul(nd, w.to("neuron"))
+
+
+def test_jagged_sdpa_math_path_matches_cpu(neuron):
+    g = torch.Generator().manual_seed(3)
+    qs = [torch.randn(n, 2, 4, generator=g) for n in (3, 5, 2)]
+
+    def run(device):
+        q = torch.nested.nested_tensor([t.to(device) for t in qs], layout=torch.jagged).transpose(1, 2)
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q).transpose(1, 2)
+    expected, actual = run("cpu"), run("neuron")
+    assert actual.is_nested and actual.device.type == "neuron"
+    for x, y in zip(actual.unbind(), expected.unbind()):
+        torch.testing.assert_close(x.cpu(), y, rtol=1e-5, atol=1e-6)

@@ -11,6 +11,18 @@ size_t vnc_dtype_size(int32_t dtype) {
   }
 }
 
+size_t vnc_dtype_storage_size(int32_t dtype) {
+  switch (dtype) {
+    case VNC_BITS1X8: case VNC_BITS2X4: case VNC_BITS4X2: case VNC_BITS8:
+    case VNC_FLOAT8_E5M2: case VNC_FLOAT8_E4M3FN: case VNC_FLOAT8_E5M2FNUZ: case VNC_FLOAT8_E4M3FNUZ:
+    case VNC_FLOAT8_E8M0FNU: case VNC_FLOAT4_E2M1FN_X2: return 1;
+    case VNC_BITS16: case VNC_UINT16: return 2;
+    case VNC_UINT32: return 4;
+    case VNC_UINT64: return 8;
+    default: return vnc_dtype_size(dtype);
+  }
+}
+
 const char *vnc_dtype_name(int32_t dtype) {
   switch (dtype) {
     case VNC_UINT8: return "uint8";
@@ -26,6 +38,20 @@ const char *vnc_dtype_name(int32_t dtype) {
     case VNC_COMPLEX128: return "complex128";
     case VNC_BOOL: return "bool";
     case VNC_BFLOAT16: return "bfloat16";
+    case VNC_BITS1X8: return "bits1x8";
+    case VNC_BITS2X4: return "bits2x4";
+    case VNC_BITS4X2: return "bits4x2";
+    case VNC_BITS8: return "bits8";
+    case VNC_BITS16: return "bits16";
+    case VNC_FLOAT8_E5M2: return "float8_e5m2";
+    case VNC_FLOAT8_E4M3FN: return "float8_e4m3fn";
+    case VNC_FLOAT8_E5M2FNUZ: return "float8_e5m2fnuz";
+    case VNC_FLOAT8_E4M3FNUZ: return "float8_e4m3fnuz";
+    case VNC_UINT16: return "uint16";
+    case VNC_UINT32: return "uint32";
+    case VNC_UINT64: return "uint64";
+    case VNC_FLOAT8_E8M0FNU: return "float8_e8m0fnu";
+    case VNC_FLOAT4_E2M1FN_X2: return "float4_e2m1fn_x2";
     default: return "unknown";
   }
 }

@@ -118,5 +118,29 @@ int main(void) {
   CHECK_OK(vnc_fill(S, "aten::fill_", &fv, &v));
   CHECK_OK(vnc_stream_synchronize(S));
   for (int i = 0; i < 10; i++) CHECK(buf[i] == (i % 2 ? 0 : -7));
+
+  /* Stored-only dtypes: equal-dtype copies (strided) and fills move bytes; conversions are
+   * refused before anything runs, and vnc_copy_supported says so. */
+  uint64_t u64[4] = {UINT64_MAX, 1, 2, (uint64_t)1 << 63}, u64o[2] = {0};
+  vnc_tensor us = vnc_tensor_contiguous(u64, VNC_UINT64, 1, (int64_t[]){2});
+  us.strides[0] = 3;
+  vnc_tensor ud = vnc_tensor_contiguous(u64o, VNC_UINT64, 1, (int64_t[]){2});
+  CHECK_OK(vnc_copy(S, "t", &ud, &us));
+  uint8_t f8[3] = {0x7e, 0x01, 0x80}, f8o[3] = {0};
+  copy1(f8o, VNC_FLOAT8_E4M3FN, f8, VNC_FLOAT8_E4M3FN, 3);
+  CHECK(u64o[0] == UINT64_MAX && u64o[1] == ((uint64_t)1 << 63));
+  CHECK(f8o[0] == 0x7e && f8o[1] == 0x01 && f8o[2] == 0x80);
+  uint16_t u16[3] = {0}, u16v = 65535;
+  vnc_tensor u16t = vnc_tensor_contiguous(u16, VNC_UINT16, 1, (int64_t[]){3});
+  CHECK_OK(vnc_fill(S, "aten::fill_", &u16t, &u16v));
+  CHECK_OK(vnc_stream_synchronize(S));
+  CHECK(u16[0] == 65535 && u16[2] == 65535);
+  CHECK(vnc_copy_supported(VNC_FLOAT32, VNC_INT64) && vnc_copy_supported(VNC_BITS8, VNC_BITS8));
+  CHECK(!vnc_copy_supported(VNC_FLOAT32, VNC_FLOAT8_E4M3FN) && !vnc_copy_supported(VNC_UINT16, VNC_UINT32));
+  CHECK(!vnc_copy_supported(99, 99));
+  vnc_tensor f32 = vnc_tensor_contiguous(buf, VNC_FLOAT32, 1, (int64_t[]){2});
+  vnc_tensor f8t = vnc_tensor_contiguous(f8, VNC_FLOAT8_E5M2, 1, (int64_t[]){2});
+  CHECK(vnc_copy(S, "t", &f32, &f8t) == VNC_ERR_UNSUPPORTED);
+  CHECK(strstr(vnc_last_error(), "copy from float8_e5m2 to float32 is not supported") != NULL);
   CHECK_DONE();
 }

@@ -24,9 +24,14 @@ extern "C" {
 
 /* dst = src, broadcasting src to dst's shape and converting dtype as C casts do
  * (bfloat16/float16 round to nearest even; float64 to 16-bit types goes through float32,
- * as c10 does; complex to real keeps the real part). Any strides. */
+ * as c10 does; complex to real keeps the real part). Any strides. Stored-only dtypes
+ * (above VNC_DTYPE_END) copy between equal dtypes only; other pairs: VNC_ERR_UNSUPPORTED
+ * (vnc_copy_supported says beforehand). */
 vnc_status vnc_copy(vnc_stream *s, const char *op, const vnc_tensor *dst, const vnc_tensor *src);
-/* Every element of dst = *value, one element of dst's dtype (vnc_dtype_size bytes). */
+/* Whether vnc_copy converts from dtype `src` to dtype `dst`. */
+int vnc_copy_supported(int32_t dst, int32_t src);
+/* Every element of dst = *value, one element of dst's dtype (vnc_dtype_storage_size bytes;
+ * stored-only dtypes included). */
 vnc_status vnc_fill(vnc_stream *s, const char *op, const vnc_tensor *dst, const void *value);
 
 /* Random fills on the Philox4x32-10 generator (Salmon et al., "Parallel Random Numbers:

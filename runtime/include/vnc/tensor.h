@@ -32,7 +32,21 @@ typedef enum vnc_dtype {
   VNC_COMPLEX128 = 10,
   VNC_BOOL = 11,
   VNC_BFLOAT16 = 15,
-  VNC_DTYPE_END = 16
+  VNC_DTYPE_END = 16, /* the dtypes above are computed with; those below are stored only */
+  VNC_BITS1X8 = 18,
+  VNC_BITS2X4 = 19,
+  VNC_BITS4X2 = 20,
+  VNC_BITS8 = 21,
+  VNC_BITS16 = 22,
+  VNC_FLOAT8_E5M2 = 23,
+  VNC_FLOAT8_E4M3FN = 24,
+  VNC_FLOAT8_E5M2FNUZ = 25,
+  VNC_FLOAT8_E4M3FNUZ = 26,
+  VNC_UINT16 = 27,
+  VNC_UINT32 = 28,
+  VNC_UINT64 = 29,
+  VNC_FLOAT8_E8M0FNU = 44,
+  VNC_FLOAT4_E2M1FN_X2 = 45
 } vnc_dtype;
 
 typedef struct vnc_tensor {
@@ -43,8 +57,12 @@ typedef struct vnc_tensor {
   int32_t dtype;                   /* a vnc_dtype */
 } vnc_tensor;
 
-/* Bytes per element, or 0 for a dtype the runtime does not know. */
+/* Bytes per element of a computed dtype (below VNC_DTYPE_END), or 0 for others: kernels
+ * refuse a dtype of size 0. */
 size_t vnc_dtype_size(int32_t dtype);
+/* Bytes per element of any dtype the runtime stores, stored-only ones included (vnc_copy
+ * between equal dtypes and vnc_fill move their bytes), or 0 for an unknown code. */
+size_t vnc_dtype_storage_size(int32_t dtype);
 /* Name such as "float32"; "unknown" for others. */
 const char *vnc_dtype_name(int32_t dtype);
 /* Number of elements (product of sizes; 1 for ndim == 0). */

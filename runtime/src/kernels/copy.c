@@ -64,16 +64,37 @@ static vnc_status copy_run(void *p) {
   return VNC_OK;
 }
 
+/* A computed dtype of the same width standing in for a stored-only one (float8, uint16-64,
+ * bits): copies between equal dtypes and fills only move bytes. Others unchanged. */
+static int32_t byte_alias(int32_t dtype) {
+  if (dtype >= 0 && dtype < VNC_DTYPE_END) return dtype;
+  switch (vnc_dtype_storage_size(dtype)) {
+    case 1: return VNC_UINT8;
+    case 2: return VNC_INT16;
+    case 4: return VNC_INT32;
+    case 8: return VNC_INT64;
+    default: return dtype;
+  }
+}
+
+int vnc_copy_supported(int32_t dst, int32_t src) {
+  if (dst == src) return vnc_dtype_storage_size(dst) != 0;
+  return dst >= 0 && dst < VNC_DTYPE_END && src >= 0 && src < VNC_DTYPE_END && copy_table[dst][src] != NULL;
+}
+
 vnc_status vnc_copy(vnc_stream *s, const char *op, const vnc_tensor *dst, const vnc_tensor *src) {
-  copy_task t;
-  const vnc_tensor *ops[2] = {dst, src};
-  vnc_status st = vnc_iter_init(&t.it, 2, ops, 0);
-  if (st != VNC_OK) return st;
-  if (!copy_table[dst->dtype][src->dtype])
+  if (!vnc_copy_supported(dst->dtype, src->dtype))
     return vnc_set_error(VNC_ERR_UNSUPPORTED, "copy from %s to %s is not supported",
                          vnc_dtype_name(src->dtype), vnc_dtype_name(dst->dtype));
+  copy_task t;
+  vnc_tensor d = *dst, x = *src;
+  d.dtype = byte_alias(d.dtype);
+  x.dtype = byte_alias(x.dtype);
+  const vnc_tensor *ops[2] = {&d, &x};
+  vnc_status st = vnc_iter_init(&t.it, 2, ops, 0);
+  if (st != VNC_OK) return st;
   if (t.it.numel == 0) return VNC_OK;
-  t.elem_size = (int64_t)vnc_dtype_size(dst->dtype);
+  t.elem_size = (int64_t)vnc_dtype_size(d.dtype);
   return (t.it.numel <= VNC_SMALL_TASK ? vnc_launch_small : vnc_launch)(s, op ? op : "aten::copy_", copy_run, &t,
                                                                        sizeof t, NULL);
 }
@@ -116,11 +137,13 @@ static vnc_status fill_run(void *p) {
 
 vnc_status vnc_fill(vnc_stream *s, const char *op, const vnc_tensor *dst, const void *value) {
   fill_task t;
-  const vnc_tensor *ops[1] = {dst};
+  vnc_tensor d = *dst;
+  d.dtype = byte_alias(d.dtype);
+  const vnc_tensor *ops[1] = {&d};
   vnc_status st = vnc_iter_init(&t.it, 1, ops, 0);
   if (st != VNC_OK) return st;
   if (t.it.numel == 0) return VNC_OK;
-  t.elem_size = (int64_t)vnc_dtype_size(dst->dtype);
+  t.elem_size = (int64_t)vnc_dtype_size(d.dtype);
   memcpy(t.value, value, (size_t)t.elem_size);
   return (t.it.numel <= VNC_SMALL_TASK ? vnc_launch_small : vnc_launch)(s, op ? op : "aten::fill_", fill_run, &t,
                                                                        sizeof t, NULL);
