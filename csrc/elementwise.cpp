@@ -226,8 +226,16 @@ struct Plain {
 
 template <vnc_ew_op OP>
 struct WithAlpha {  // add / sub: alpha
+  // The kernels take a real alpha: a complex one with an imaginary part takes the visible fallback.
+  static void precheck(const at::Tensor&, const at::Tensor&, const at::Scalar& alpha) {
+    NEURON_CHECK_SUPPORTED(!alpha.isComplex() || alpha.toComplexDouble().imag() == 0.0,
+                           aten_name(OP), " with a complex alpha is not natively supported on neuron");
+  }
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& alpha, const at::Tensor&) {
+    // alpha converted to the computation's dtype as ATen's kernels do: out of range raises
+    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, op.common_dtype(), "add",
+                                           [&] { (void)alpha.to<scalar_t>(); });
     launch_ew(op, OP, scalar_params(alpha), aten_name(OP));
   }
 };

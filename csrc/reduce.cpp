@@ -51,6 +51,10 @@ struct SumLike {
   }
   template <class M, class Dim>
   static void run(M&, const at::Tensor& self, Dim dim, bool keepdim, std::optional<at::ScalarType>, const at::Tensor& out) {
+    // ATen's mean.out is sum_out then an in-place true division of the out tensor
+    TORCH_CHECK(OP != VNC_RED_MEAN || !at::isIntegralType(out.scalar_type(), /*includeBool=*/true), "result type ",
+                c10::typeMetaToScalarType(at::get_default_dtype()), " can't be cast to the desired output type ",
+                out.scalar_type());
     if constexpr (!std::is_same_v<std::decay_t<Dim>, int64_t>) {
       if (out.is_complex()) {  // sum / mean of complex values: of the real view, re and im apart
         const at::Tensor src = self.scalar_type() == out.scalar_type() ? self : self.to(out.scalar_type());

@@ -114,6 +114,8 @@ def test_cummax_cummin_match_cpu(native, fn, dtype):
     if dtype == torch.float32:
         x[1, 4] = float("nan")
         x[2, 0] = float("nan")
+        x[1, 7] = x[1, 9] = float("nan")  # a later NaN takes over from an earlier one (its index)
+        x[3] = float("nan")
     for dim in (1, 0):
         ev, ei = fn(x, dim)
         av, ai = fn(x.to("neuron"), dim)
@@ -124,6 +126,38 @@ def test_cummax_cummin_match_cpu(native, fn, dtype):
     torch.testing.assert_close(av.cpu(), ev, equal_nan=True, rtol=0, atol=0)
     assert torch.equal(ai.cpu(), ei)
     _ran("aten::_cummax_helper" if fn is torch.cummax else "aten::_cummin_helper")
+
+
+def test_add_alpha_as_cpu(neuron):
+    """alpha is converted to the computation's dtype as CPU's kernels do (out of range raises);
+    a complex alpha keeps its imaginary part (through the visible fallback)."""
+    cases = [(torch.tensor([1, 2, 0], dtype=torch.int8), 300), (torch.tensor([1, 2, 0], dtype=torch.int32), 2 ** 40),
+             (torch.tensor([1.0, 2.0], dtype=torch.float16), 1e10)]
+    for x, alpha in cases:
+        for fn in (torch.add, torch.sub):
+            with pytest.raises(RuntimeError) as want:
+                fn(x, x, alpha=alpha)
+            with pytest.raises(RuntimeError) as got:
+                fn(x.to("neuron"), x.to("neuron"), alpha=alpha)
+            assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
+    x = torch.tensor([1, 2, 0], dtype=torch.complex64)
+    for fn in (lambda a, b: torch.add(a, b, alpha=1j), lambda a, b: torch.sub(a, 1, alpha=1j),
+               lambda a, b: a.clone().add_(b, alpha=2 - 1j), lambda a, b: torch.add(a, b, alpha=2.0)):
+        torch.testing.assert_close(fn(x.to("neuron"), x.to("neuron")).cpu(), fn(x, x))
+    assert set(torch_neuronx.get_fallback_ops()) == {"aten::add", "aten::sub", "aten::add_"}  # complex alpha only
+    torch_neuronx.clear_op_tracking()
+    torch.testing.assert_close(torch.add(x.to("neuron"), x.to("neuron"), alpha=2.0).cpu(), x * 3)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_mean_out_of_integer_dtype_refused_as_cpu(native):
+    x = torch.tensor([1.5, 2.5, 4.0])
+    for dtype in (torch.int64, torch.bool):
+        with pytest.raises(RuntimeError) as want:
+            torch.mean(x, 0, out=torch.empty(0, dtype=dtype))
+        with pytest.raises(RuntimeError) as got:
+            torch.mean(x.to("neuron"), 0, out=torch.empty(0, dtype=dtype, device="neuron"))
+        assert str(got.value) == str(want.value)
 
 
 def test_cummax_gradient(native):

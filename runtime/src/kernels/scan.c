@@ -232,8 +232,8 @@ static void cumext_lines(void *ctx, int64_t a, int64_t b) {
     for (int64_t j = 0; j < n; j++) {
       int take;
       if (j == 0) take = 1;
-      else if (t->floating) /* ATen: !isnan(best) && (isnan(x) || x >= best) (<= for cummin) */
-        take = !isnan(fx[best]) && (isnan(fx[j]) || (t->is_max ? fx[j] >= fx[best] : fx[j] <= fx[best]));
+      else if (t->floating) /* ATen: isnan(x) || (!isnan(best) && x >= best) (<= for cummin): a NaN takes over */
+        take = isnan(fx[j]) || (!isnan(fx[best]) && (t->is_max ? fx[j] >= fx[best] : fx[j] <= fx[best]));
       else
         take = t->is_max ? ix[j] >= ix[best] : ix[j] <= ix[best];
       if (take) best = j;
