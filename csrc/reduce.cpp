@@ -51,6 +51,9 @@ struct SumLike {
   }
   template <class M, class Dim>
   static void run(M&, const at::Tensor& self, Dim dim, bool keepdim, std::optional<at::ScalarType>, const at::Tensor& out) {
+    // complex products: the visible fallback (refused before the input's cast to the out dtype launches)
+    NEURON_CHECK_SUPPORTED(OP != VNC_RED_PROD || !out.is_complex(), "\"aten::prod\" is not natively implemented for '",
+                           out.scalar_type(), "' on neuron");
     // ATen's mean.out is sum_out then an in-place true division of the out tensor
     TORCH_CHECK(OP != VNC_RED_MEAN || !at::isIntegralType(out.scalar_type(), /*includeBool=*/true), "result type ",
                 c10::typeMetaToScalarType(at::get_default_dtype()), " can't be cast to the desired output type ",

@@ -104,3 +104,16 @@ def test_bincount_result_dtype_follows_aten(neuron, weights_dtype):
     assert got.dtype == want.dtype
     torch.testing.assert_close(got.cpu(), want)
     assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_complex_product_of_a_real_input_takes_the_visible_fallback(neuron):
+    """prod with a complex dtype= or out= (a real input): CPU's result through the fallback,
+    refused before the native path launched anything."""
+    t = torch.tensor([1, 2, 3])
+    out = torch.empty(0, dtype=torch.complex64, device=neuron)
+    torch.prod(t.to(neuron), 0, out=out)
+    for got, want in ((torch.prod(t.to(neuron), dtype=torch.complex64), torch.prod(t, dtype=torch.complex64)),
+                      (torch.prod(t.to(neuron), 0, dtype=torch.complex64), torch.prod(t, 0, dtype=torch.complex64)),
+                      (out, torch.prod(t, 0, dtype=torch.complex64))):
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    assert set(torch_neuronx.get_fallback_ops()) == {"aten::prod"}
