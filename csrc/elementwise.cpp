@@ -5,6 +5,8 @@
 #include "gate.h"
 #include "structured.h"
 
+#include <ATen/Dispatch_v2.h>
+
 #include <ATen/ops/add_meta.h>
 #include <ATen/ops/addcdiv_meta.h>
 #include <ATen/ops/addcmul_meta.h>
@@ -687,6 +689,9 @@ at::Tensor& nx_masked_fill_(at::Tensor& self, const at::Tensor& mask, const at::
     }
   }
   at::assert_no_internal_overlap(self);
+  // the value converted to self's dtype as ATen's kernel does (checked: out of range raises)
+  AT_DISPATCH_V2(self.scalar_type(), "masked_fill_", AT_WRAP([&] { (void)value.to<scalar_t>(); }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf);
   at::Tensor fill = at::scalar_tensor(value, self.options().device(at::kCPU));
   at::Tensor out = at::empty_like(self);
   nx_where_out(mask, fill, self, out);

@@ -607,3 +607,27 @@ def test_legacy_norm_overloads(native):
     for t in (torch.ones(3, dtype=torch.long), torch.ones(3, dtype=torch.long).to("neuron")):
         with pytest.raises(RuntimeError, match="norm\\(\\): input dtype should be either floating point or complex"):
             torch.ops.aten.norm.ScalarOpt_dim(t, 2, [0])
+
+
+def test_scalar_conversions_of_fill_where_masked_fill_as_cpu(native):
+    """Out-of-range values: fill_ raises, except CPU's one-element path, which rounds 16-bit
+    floats to inf (so where() with such a Python scalar gives inf); masked_fill_ raises."""
+    calls = [lambda d: torch.empty(2, dtype=torch.half, device=d).fill_(1e10),
+             lambda d: torch.empty(1, dtype=torch.half, device=d).fill_(1e10),
+             lambda d: torch.empty(2, dtype=torch.bfloat16, device=d).fill_(-1e40),
+             lambda d: torch.empty((), dtype=torch.bfloat16, device=d).fill_(-1e40),
+             lambda d: torch.where(torch.tensor([True, False], device=d), torch.ones(2, dtype=torch.half, device=d), 1e10),
+             lambda d: torch.ones(2, dtype=torch.half, device=d).masked_fill(torch.tensor([True, False], device=d), 7e4),
+             lambda d: torch.ones(2, dtype=torch.int8, device=d).masked_fill(torch.tensor([True, False], device=d), 300),
+             lambda d: torch.empty(2, dtype=torch.int8, device=d).fill_(300),
+             lambda d: torch.empty(2, dtype=torch.float32, device=d).fill_(1e300)]
+    for call in calls:
+        try:
+            want = call("cpu")
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match="without overflow"):
+                call("neuron")
+            assert "without overflow" in str(e)
+        else:
+            got = call("neuron")
+            assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
