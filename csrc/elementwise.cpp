@@ -533,8 +533,8 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
   }
   TORCH_CHECK(c.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ",
               c.scalar_type());
-  const at::Tensor a = self.scalar_type() == dtype ? self : self.to(dtype);
-  const at::Tensor b = other.scalar_type() == dtype ? other : other.to(dtype);
+  at::Tensor a = self.scalar_type() == dtype ? self : self.to(dtype);
+  at::Tensor b = other.scalar_type() == dtype ? other : other.to(dtype);
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .allow_cpu_scalars(true)
@@ -543,6 +543,10 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
+  if (dtype == at::kDouble) {  // a selection moves bits: float64 kept exact (its int64 view), not rounded to float32
+    at::Tensor bits = out.view(at::kLong);  // (out sized and laid out by the iterator)
+    return nx_where_out(c, a.view(at::kLong), b.view(at::kLong), bits), out;
+  }
   launch_ew(iter, VNC_EW_where, no_params(), "aten::where", {}, dtype);
   return out;
 }

@@ -477,12 +477,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   NEURON_TRACK("aten::fill_");
   unsigned char bytes[16];
   at::ScalarType st = self.scalar_type();
-  if (st == at::kDouble) {
-    if (self.numel() == 0) return self;
-    warn_float64("aten::fill_");
-    double v = static_cast<double>(value.to<float>());
-    std::memcpy(bytes, &v, sizeof v);
-  } else {
+  {  // float64 included: a fill stores the value's bits (exact), as copies do
     // CPU's fill_ dtypes, with its conversion of the value: checked (out of range raises),
     // except CPU's one-element path, which rounds a 16-bit float (too large: inf), as
     // torch.scalar_tensor and Python scalars in where() reach it

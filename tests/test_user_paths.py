@@ -631,3 +631,17 @@ def test_scalar_conversions_of_fill_where_masked_fill_as_cpu(native):
         else:
             got = call("neuron")
             assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+def test_float64_selections_and_fills_are_exact(native):
+    """where, masked_fill and fill_ move float64 values without rounding them to float32
+    (selections and copies are exact; arithmetic runs as float32)."""
+    x = torch.tensor([1e300, 1 + 1e-12, -2.5], dtype=torch.float64)
+    m = torch.tensor([True, False, True])
+    calls = [lambda t, k: torch.where(k, t, t[0]), lambda t, k: torch.where(k, t, 1e200),
+             lambda t, k: t.masked_fill(k, 1e250), lambda t, k: torch.where(k[:, None], t, t[:, None]),
+             lambda t, k: torch.full((2,), 1e300, dtype=torch.float64, device=t.device),
+             lambda t, k: torch.where(k, t.flip(0), t, out=torch.empty(3, dtype=torch.float64, device=t.device))]
+    for call in calls:
+        want, got = call(x, m), call(x.to("neuron"), m.to("neuron"))
+        assert got.dtype == want.dtype and got.stride() == want.stride() and torch.equal(got.cpu(), want)

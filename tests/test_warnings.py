@@ -29,9 +29,9 @@ def _line_of(body: str, marker: str) -> int:
 def test_float64_warning_names_the_users_line():
     body = """
 def make():
-    return torch.ones(3, dtype=torch.float64, device="neuron")  # float64 op here (fill_)
+    return torch.ones(3, dtype=torch.float64, device="neuron")  # a fill stores float64 exactly: no warning
 x = make()
-y = torch.nn.functional.softplus(x)
+y = torch.nn.functional.softplus(x)  # float64 op here
 """
     got = [w for w in _warnings(body) if w[0].startswith("float64")]
     assert len(got) == 1, got
