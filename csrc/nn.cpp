@@ -992,9 +992,10 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
 }
 at::Tensor linspace(const at::Scalar& start, const at::Scalar& end, int64_t steps, std::optional<at::ScalarType> dtype,
                     std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin_memory) {
-  at::Tensor out = at::empty({0}, at::TensorOptions()
-                                      .dtype(dtype.value_or(c10::typeMetaToScalarType(at::get_default_dtype())))
-                                      .layout(layout).device(device).pinned_memory(pin_memory));
+  // ATen's inference: the default dtype, its complex counterpart for a complex endpoint
+  const at::ScalarType dflt = c10::typeMetaToScalarType(at::get_default_dtype());
+  const at::ScalarType dt = dtype ? *dtype : start.isComplex() || end.isComplex() ? c10::toComplexType(dflt) : dflt;
+  at::Tensor out = at::empty({0}, at::TensorOptions().dtype(dt).layout(layout).device(device).pinned_memory(pin_memory));
   return linspace_out(start, end, steps, out);
 }
 

@@ -645,3 +645,9 @@ def test_float64_selections_and_fills_are_exact(native):
     for call in calls:
         want, got = call(x, m), call(x.to("neuron"), m.to("neuron"))
         assert got.dtype == want.dtype and got.stride() == want.stride() and torch.equal(got.cpu(), want)
+
+
+def test_linspace_infers_complex_from_its_endpoints(neuron):
+    """No dtype and a complex endpoint: complex64 as CPU (through the visible fallback)."""
+    got, want = torch.linspace(0, 1 + 1j, 5, device="neuron"), torch.linspace(0, 1 + 1j, 5)
+    assert got.dtype == want.dtype == torch.complex64 and torch.equal(got.cpu(), want)
