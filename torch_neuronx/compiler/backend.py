@@ -237,24 +237,22 @@ class SpecializingGraph:
 
     def _specialise(self, args):
         t0 = time.perf_counter()
-        gm = _concrete_copy(self.gm, args, self._mode())
+        if self.fake_mode is None:  # holds the concrete values' fake tensors (built from meta tensors)
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            self.fake_mode = FakeTensorMode()
+        gm = _concrete_copy(self.gm, args, self.fake_mode)
         if gm is None:  # a symbol the inputs do not bind: PyTorch's re-propagation
             import copy
 
+            from torch._subclasses.fake_tensor import FakeTensorMode
             from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-            gm = copy.deepcopy(self.gm)
-            FakeTensorProp(gm, self._mode()).propagate(*args)
+            gm = copy.deepcopy(self.gm)  # (a fresh mode: it would memoise the real inputs)
+            FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*args)
         self.count += 1
         return self.compiler(gm, args, self.graph_type, f"{self.name}_s{self.count - 1}",
                              specialise_us=(time.perf_counter() - t0) * 1e6)
-
-    def _mode(self):
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
-        if self.fake_mode is None:
-            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-        return self.fake_mode
 
 
 def _concrete_copy(gm, args, mode):
