@@ -9,6 +9,7 @@
 #include "structured.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/ReductionType.h>
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/ops/gather_meta.h>
 #include <ATen/ops/index_add_meta.h>
@@ -27,8 +28,12 @@ namespace {
 using IndexList = c10::List<std::optional<at::Tensor>>;
 
 // `t` (0-dim read as 1-dim) viewed with `sizes`, stride 0 along `dim`: the side the index
-// addresses, so that each element's offset comes from the index operand alone.
+// addresses, so that each element's offset comes from the index operand alone. An empty `t`
+// with a non-empty index (the shape checks leave only `dim` of size 0) has no storage to view:
+// a one-element stand-in takes its place, never read or written, as every index then fails
+// the kernel's bounds check (ATen's "index 0 is out of bounds for dimension 0 with size 0").
 at::Tensor restride(const at::Tensor& t, int64_t dim, at::IntArrayRef sizes) {
+  if (t.numel() == 0) return at::empty({1}, t.options()).as_strided(sizes, at::DimVector(sizes.size(), 0));
   at::DimVector strides(t.strides().begin(), t.strides().end());
   if (strides.empty()) strides.push_back(1);
   strides[dim] = 0;
@@ -56,8 +61,14 @@ void launch_index(const char* op, const at::TensorIteratorBase& iter, int direct
 }
 
 // Index tensors on another device (CPU indices of a neuron tensor, as CUDA allows) are moved
-// to self's device before the kernel reads them.
+// to self's device before the kernel reads them. Any other pairing (a CPU tensor indexed by a
+// neuron index) is refused with ATen's message, as its index meta does.
 IndexList on_device(const at::Tensor& self, const IndexList& indices) {
+  for (size_t k = 0; k < indices.size(); k++) {
+    std::optional<at::Tensor> t = indices.get(k);
+    TORCH_CHECK(!t || !t->defined() || t->is_cpu() || t->device() == self.device(), "indices should be either on ",
+                at::kCPU, " or on the same device as the indexed tensor (", self.device(), ")");
+  }
   IndexList out;
   out.reserve(indices.size());
   for (size_t k = 0; k < indices.size(); k++) {
@@ -70,23 +81,24 @@ IndexList on_device(const at::Tensor& self, const IndexList& indices) {
 
 // ---------------------------------------------------------------- advanced indexing
 
+// self[indices] (negative indices wrap) into op's output, as one launch named `name`.
+void gather_indexed(const char* name, Structured<at::meta::structured_index_Tensor>& op, const at::Tensor& self,
+                    const IndexList& indices) {
+  auto geo = op.meta(self, indices);
+  record_native(name);
+  launch_index(name, op, VNC_INDEX_GATHER, geo.sizes, geo.strides, 0, VNC_INDEX_WRAP, VNC_REDUCE_NONE);
+}
+
 at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tensor& out) {
-  IndexList idx = on_device(self, indices);
   Structured<at::meta::structured_index_Tensor> op(Mode::Out, {out});
-  auto geo = op.meta(self, idx);
-  check_same_device("aten::index", self, {&out});
-  record_native("aten::index");
-  launch_index("aten::index", op, VNC_INDEX_GATHER, geo.sizes, geo.strides, 0, VNC_INDEX_WRAP, VNC_REDUCE_NONE);
+  gather_indexed("aten::index", op, self, on_device(self, indices));
   op.finish();
   return out;
 }
 
 at::Tensor index(const at::Tensor& self, const IndexList& indices) {
-  IndexList idx = on_device(self, indices);
   Structured<at::meta::structured_index_Tensor> op(Mode::Functional);
-  auto geo = op.meta(self, idx);
-  record_native("aten::index");
-  launch_index("aten::index", op, VNC_INDEX_GATHER, geo.sizes, geo.strides, 0, VNC_INDEX_WRAP, VNC_REDUCE_NONE);
+  gather_indexed("aten::index", op, self, on_device(self, indices));
   return std::move(op.outs[0]);
 }
 
@@ -129,12 +141,24 @@ at::Tensor& index_put_impl_(at::Tensor& self, const IndexList& indices, const at
 
 // ---------------------------------------------------------------- gather / scatter
 
-vnc_index_reduce scatter_reduction(c10::string_view reduce) {
-  if (reduce == "sum" || reduce == "add" || reduce == "mean") return VNC_REDUCE_SUM;
-  if (reduce == "prod" || reduce == "multiply") return VNC_REDUCE_PROD;
-  if (reduce == "amax") return VNC_REDUCE_MAX;
-  if (reduce == "amin") return VNC_REDUCE_MIN;
-  TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+// ATen's names for the reductions: scatter_reduce's (with "max"/"min" as aliases of
+// "amax"/"amin") and the deprecated scatter(reduce=) "add"/"multiply"; mean sums, then divides.
+vnc_index_reduce scatter_reduction(c10::string_view reduce, bool scatter_reduce_names) {
+  switch (at::native::get_operator_enum(reduce, scatter_reduce_names)) {
+    case at::native::ReductionType::SUM:
+    case at::native::ReductionType::MEAN: return VNC_REDUCE_SUM;
+    case at::native::ReductionType::PROD: return VNC_REDUCE_PROD;
+    case at::native::ReductionType::MAX: return VNC_REDUCE_MAX;
+    case at::native::ReductionType::MIN: return VNC_REDUCE_MIN;
+  }
+  TORCH_CHECK(false, "unknown reduction ", reduce);
+}
+
+// ATen's CPU scatter kernels accumulate float16/bfloat16 sums and products (and means) in
+// float32, rounding once at the end; index_add_ and index_put_(accumulate=True) accumulate in
+// the tensor's own dtype on CPU, and so do they here.
+bool accumulates_in_float(const at::Tensor& t, vnc_index_reduce r) {
+  return (r == VNC_REDUCE_SUM || r == VNC_REDUCE_PROD) && at::isReducedFloatingType(t.scalar_type());
 }
 
 // out[..., index[e], ...] (op)= src[e] along `dim` for every element e of `index` (shapes
@@ -202,14 +226,18 @@ struct Scatter {
   template <class Op, class Src>
   static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const Src& src,
                   c10::string_view reduce, const at::Tensor& out) {
-    apply(self, dim, index, src, scatter_reduction(reduce), out);
+    apply(self, dim, index, src, scatter_reduction(reduce, false), out);
   }
   template <class Src>
   static void apply(const at::Tensor& self, int64_t dim, const at::Tensor& index, const Src& src, vnc_index_reduce r,
                     const at::Tensor& out) {
     copy_self(self, out);
     record_native("aten::scatter");
-    scatter_into("aten::scatter", out, dim, index, scatter_source(src, out, index), r);
+    const at::Tensor source = scatter_source(src, out, index);
+    if (!accumulates_in_float(out, r)) return scatter_into("aten::scatter", out, dim, index, source, r);
+    at::Tensor acc = out.to(at::kFloat);
+    scatter_into("aten::scatter", acc, dim, index, source.to(at::kFloat), r);
+    out.copy_(acc);
   }
 };
 struct ScatterAdd {
@@ -218,29 +246,42 @@ struct ScatterAdd {
                   const at::Tensor& out) {
     copy_self(self, out);
     record_native("aten::scatter_add");
-    scatter_into("aten::scatter_add", out, dim, index, src, VNC_REDUCE_SUM);
+    if (!accumulates_in_float(out, VNC_REDUCE_SUM))
+      return scatter_into("aten::scatter_add", out, dim, index, src, VNC_REDUCE_SUM);
+    at::Tensor acc = out.to(at::kFloat);
+    scatter_into("aten::scatter_add", acc, dim, index, src.to(at::kFloat), VNC_REDUCE_SUM);
+    out.copy_(acc);
   }
 };
 struct ScatterReduceTwo {
   template <class Op>
   static void run(Op&, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                   c10::string_view reduce, bool include_self, const at::Tensor& out) {
+    const vnc_index_reduce r = scatter_reduction(reduce, true);
+    const bool mean = at::native::get_reduction_enum(reduce) == at::native::ReductionType::MEAN;
+    // ATen's CPU kernels have no complex amax/amin nor bool mean (NotImplementedError)
+    TORCH_CHECK_NOT_IMPLEMENTED(!(out.is_complex() && (r == VNC_REDUCE_MAX || r == VNC_REDUCE_MIN)) &&
+                                    !(mean && out.scalar_type() == at::kBool),
+                                "\"scatter_reduce\" with reduce=\"", reduce, "\" not implemented for '",
+                                out.scalar_type(), "'");
     copy_self(self, out);
     if (index.numel() == 0) return;
     record_native("aten::scatter_reduce");
-    const vnc_index_reduce r = scatter_reduction(reduce);
     const char* op = "aten::scatter_reduce";
+    const bool wide = accumulates_in_float(out, r);
+    const at::Tensor acc = wide ? out.to(at::kFloat) : out;
     if (!include_self)
-      scatter_into(op, out, dim, index, scatter_source(reduce_identity(r, out.scalar_type()), out, index),
+      scatter_into(op, acc, dim, index, scatter_source(reduce_identity(r, acc.scalar_type()), acc, index),
                    VNC_REDUCE_NONE);
-    scatter_into(op, out, dim, index, src, r);
-    if (reduce == "mean") {  // sum / count, count including self's element when include_self
-      at::Tensor count = include_self ? at::ones_like(out) : at::zeros_like(out);
-      scatter_into(op, count, dim, index, at::ones_like(src), VNC_REDUCE_SUM);
+    scatter_into(op, acc, dim, index, wide ? src.to(at::kFloat) : src, r);
+    if (mean) {  // sum / count, count including self's element when include_self
+      at::Tensor count = include_self ? at::ones_like(acc) : at::zeros_like(acc);
+      scatter_into(op, count, dim, index, at::ones_like(src, acc.options()), VNC_REDUCE_SUM);
       count.masked_fill_(count == 0, 1);
-      if (out.is_floating_point() || out.is_complex()) out.div_(count);
-      else out.div_(count, "floor");
+      if (acc.is_floating_point() || acc.is_complex()) acc.div_(count);
+      else acc.div_(count, "floor");
     }
+    if (wide) out.copy_(acc);
   }
 };
 
@@ -265,8 +306,12 @@ struct IndexAdd {
                   const at::Scalar& alpha, const at::Tensor& out) {
     copy_self(self, out);
     record_native("aten::index_add");
+    // ATen's CPU kernel: a bad index is an IndexError for int32 indices and for 0-/1-dim self,
+    // a RuntimeError otherwise; an empty self of 2 or more dims is left as is, unchecked.
+    if (out.dim() > 1 && out.numel() == 0) return;
+    const int flags = index.scalar_type() == at::kInt || out.dim() <= 1 ? 0 : VNC_INDEX_RANGE_AS_INVALID;
     const at::Tensor src = alpha.equal(1) ? source : at::mul(source, alpha);
-    index_along("aten::index_add", out, pre.dim, index, src, VNC_REDUCE_SUM, VNC_INDEX_RANGE_AS_INVALID);
+    index_along("aten::index_add", out, pre.dim, index, src, VNC_REDUCE_SUM, flags);
   }
 };
 struct IndexCopy {
@@ -281,7 +326,7 @@ struct IndexCopy {
 
 at::Tensor& index_fill_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
-  TORCH_CHECK(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
   dim = at::maybe_wrap_dim(dim, self.dim());
   record_native("aten::index_fill_");
   if (index.numel() == 0 || self.numel() == 0) return self;
@@ -332,6 +377,16 @@ at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {
   return at::sum(at::ne(self, 0), dims, false, at::kLong);
 }
 
+// The checks of ATen's masked_select.out: out on self's device (as every out= here), of
+// self's dtype, sharing no memory with the inputs.
+void check_select_out(const char* name, const at::Tensor& self, const at::Tensor& mask, const at::Tensor& out) {
+  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(), ", but got ",
+              out.device(), " instead (in ", name, ")");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
+}
+
 at::Tensor nx_masked_select(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   check_same_device("aten::masked_select", self, {&mask});
@@ -340,6 +395,8 @@ at::Tensor nx_masked_select(const at::Tensor& self, const at::Tensor& mask) {
   return at::index(as_1d(*s), IndexList({std::optional<at::Tensor>(as_1d(*m))}));
 }
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "masked_select(): self and result must have the same scalar type");
+  check_select_out("aten::masked_select", self, mask, out);
   at::Tensor r = nx_masked_select(self, mask);
   at::native::resize_output(out, r.sizes());
   out.copy_(r);
@@ -363,17 +420,30 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   return self;
 }
 
-at::Tensor nx_take(const at::Tensor& self, const at::Tensor& index) {
-  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ",
-                    index.scalar_type());
+// ATen's take checks (types and messages); `out`: the out= tensor, or self for the functional form.
+void check_take(const at::Tensor& self, const at::Tensor& index, const at::Tensor& out) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(),
+              "take(): self and out expected to have the same dtype, but got self.dtype = ", self.scalar_type(),
+              " and out.dtype = ", out.scalar_type());
+  TORCH_CHECK(self.device() == out.device() && self.device() == index.device(),
+              "take(): self, index and out expected to be in the same device, but got self.device = ", self.device(),
+              ", index.device = ", index.device(), ", and out.device = ", out.device());
   TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
-  record_native("aten::take");
-  return at::index(self.reshape({-1}), IndexList({std::optional<at::Tensor>(index)}));
+}
+
+at::Tensor nx_take(const at::Tensor& self, const at::Tensor& index) {
+  check_take(self, index, self);
+  Structured<at::meta::structured_index_Tensor> op(Mode::Functional);
+  gather_indexed("aten::take", op, self.reshape({-1}), IndexList({std::optional<at::Tensor>(index)}));
+  return std::move(op.outs[0]);
 }
 at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
-  at::Tensor r = nx_take(self, index);
-  at::native::resize_output(out, r.sizes());
-  out.copy_(r);
+  check_take(self, index, out);
+  check_select_out("aten::take", self, index, out);
+  Structured<at::meta::structured_index_Tensor> op(Mode::Out, {out});
+  gather_indexed("aten::take", op, self.reshape({-1}), IndexList({std::optional<at::Tensor>(index)}));
+  op.finish();
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "gate.h"
 #include "structured.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
 
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
@@ -649,11 +650,19 @@ at::Tensor embedding_bag_psw_backward(const at::Tensor& grad, const at::Tensor& 
 // ---------------------------------------------------------------- index_select / embedding backward
 
 at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  // ATen's checks, in its order; like CUDA's kernel, index and out must be on self's device
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(self.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+              index.numel(), " value(s)");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "index_select(): self and result must have the same scalar type");
-  TORCH_CHECK(index.device() == self.device() || index.is_cpu(), "Expected all tensors to be on the same device");
+  check_same_device("aten::index_select", self, {&index});
+  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(), ", but got ",
+              out.device(), " instead (in aten::index_select)");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(self.dim() == 0 || self.size(d) > 0 || index.numel() == 0,
               "index_select(): self indexing axis dim should be positive");

@@ -305,6 +305,15 @@ def _cases() -> list[Case]:
         call("aten::scatter.value_reduce", x, 1, idx3, 2.0, reduce="multiply"),
         call("aten::scatter.value_reduce_out", x, 0, idx3, 1.5, reduce="add", outs=[("out", F32)]),
         call("aten::scatter_.value_reduce", x, 1, idx3, 3.0, reduce="add", inplace=True),
+        # bfloat16 reductions over many duplicates (CPU accumulates them in float32) and the
+        # "max"/"min" aliases of scatter_reduce
+        call("aten::scatter_add", torch.zeros(2, 3, dtype=torch.bfloat16), 0, torch.zeros(600, 3, dtype=torch.int64),
+             torch.full((600, 3), 0.1, dtype=torch.bfloat16)),
+        call("aten::scatter_reduce.two", torch.ones(2, 3, dtype=torch.float16), 0,
+             torch.zeros(600, 3, dtype=torch.int64), torch.full((600, 3), 0.1, dtype=torch.float16), "mean"),
+        call("aten::scatter_reduce.two", x, 1, idx3, _t(*idx3.shape, seed=18), "max", include_self=False),
+        call("aten::take.out", x, torch.tensor([[0, -1], [7, 3]]), outs=[("out", F32)]),
+        call("aten::index_select.out", x, 1, torch.tensor([4, 0, 4], dtype=torch.int32), outs=[("out", F32)]),
         call("aten::searchsorted.Scalar", torch.tensor([-1.0, 0.0, 0.5, 2.0]), 0.5, right=True),
         call("aten::searchsorted.Scalar_out", torch.tensor([-1.0, 0.0, 0.5, 2.0]), 0.7,
              outs=[("out", torch.int64)]),

@@ -94,3 +94,26 @@ print(before, mkl.MKL_Get_Max_Threads())
     assert r.returncode == 0, r.stderr
     before, after = map(int, r.stdout.split())
     assert before == 2 and after == before, r.stdout
+
+
+@pytest.mark.parametrize("bmnk", [(2, 3, 3, 4), (1, 1, 1, 1), (2, 8, 8, 8), (3, 20, 30, 10)])
+@pytest.mark.parametrize("beta", [1.0, 0.0])
+def test_baddbmm_with_alpha_0_treats_nan_and_inf_as_cpu(bmnk, beta):
+    """CPU's baddbmm multiplies small products (< 400 multiply-adds per matrix) by alpha even
+    when it is 0, so NaN/inf in the batches reach the result; larger ones (BLAS) skip the
+    product, as addmm/addbmm/addmv do at every size."""
+    b, m, n, k = bmnk
+    b1 = torch.full((b, m, k), float("nan"))
+    b1[..., 1:] = float("inf")
+    b2 = torch.ones(b, k, n)
+    self = torch.arange(float(b * m * n)).view(b, m, n)
+    torch_neuronx.clear_op_tracking()
+    for inplace in (False, True):
+        expected = self.clone().baddbmm_(b1, b2, alpha=0, beta=beta) if inplace else \
+            torch.baddbmm(self, b1, b2, alpha=0, beta=beta)
+        d = [t.to("neuron") for t in (self, b1, b2)]
+        actual = d[0].baddbmm_(d[1], d[2], alpha=0, beta=beta) if inplace else \
+            torch.baddbmm(*d, alpha=0, beta=beta)
+        torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+    assert "aten::baddbmm" in torch_neuronx.get_executed_ops()
+    assert torch_neuronx.get_fallback_ops() == []

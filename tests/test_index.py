@@ -171,3 +171,191 @@ def test_out_of_range_index_raises_at_the_call_with_launch_blocking():
             print("raised at call:", e)
     """, env={"NEURON_LAUNCH_BLOCKING": "1"})
     assert "raised at call: aten::gather: index 5 is out of bounds for dimension 0 with size 4" in out.stdout
+
+
+def _outcome(fn):
+    """What `fn()` gives: ("ok", tensor on CPU) or ("raise", exception type, message)."""
+    try:
+        r = fn()
+        if isinstance(r, torch.Tensor) and r.device.type == "neuron":
+            torch.neuron.synchronize()
+        return ("ok", r.cpu() if isinstance(r, torch.Tensor) else r)
+    except Exception as e:  # noqa: BLE001 -- the type is what is compared
+        return ("raise", type(e), str(e))
+
+
+def _assert_same_outcome(make, check_message=True):
+    """`make(device)` on CPU and on neuron: equal results, or the same exception type with CPU's
+    message (neuron prefixes kernel errors with the op name)."""
+    cpu, dev = _outcome(lambda: make("cpu")), _outcome(lambda: make("neuron"))
+    assert cpu[0] == dev[0], (cpu, dev)
+    if cpu[0] == "ok":
+        assert dev[1].dtype == cpu[1].dtype and torch.equal(dev[1], cpu[1]), (cpu, dev)
+    else:
+        assert dev[1] is cpu[1], (cpu, dev)
+        if check_message:
+            assert dev[2].endswith(cpu[2]), (cpu, dev)
+
+
+def _scatter_cases(dt):
+    """Reductions over 1000 duplicates of 0.1 (1.01 for products): a 16-bit accumulator stalls
+    (bfloat16 stops at 32), a float32 one reaches 100."""
+    def idx(d, *shape):
+        return torch.zeros(*shape, dtype=torch.long, device=d)
+
+    def full(d, v, *shape):
+        return torch.full(shape, v, dtype=dt, device=d)
+
+    cases = {
+        "scatter_add": lambda d: full(d, 0.0, 2, 3).scatter_add(0, idx(d, 1000, 3), full(d, 0.1, 1000, 3)),
+        "scatter_add_": lambda d: full(d, 0.0, 4).scatter_add_(0, idx(d, 1000), full(d, 0.1, 1000)),
+        "scatter_add strided": lambda d: full(d, 0.0, 3, 2).t().scatter_add(
+            1, idx(d, 2, 1000), full(d, 0.1, 1000, 2).t()),
+        "scatter reduce=add": lambda d: full(d, 0.0, 2).scatter(0, idx(d, 1000), full(d, 0.1, 1000), reduce="add"),
+        "scatter value reduce=add": lambda d: full(d, 0.0, 2).scatter(0, idx(d, 1000), 0.1, reduce="add"),
+        "scatter reduce=multiply": lambda d: full(d, 1.0, 2).scatter(
+            0, idx(d, 1000), full(d, 1.01, 1000), reduce="multiply"),
+        # as on CPU, index_add_ and index_put_(accumulate=True) accumulate in the tensor's dtype
+        "index_add": lambda d: full(d, 0.0, 2).index_add(0, idx(d, 1000), full(d, 0.1, 1000)),
+        "index_put_ accumulate": lambda d: full(d, 0.0, 2).index_put_((idx(d, 1000),), full(d, 0.1, 1000),
+                                                                       accumulate=True),
+    }
+    for reduce in ("sum", "mean", "prod"):
+        for include_self in (True, False):
+            v = 1.01 if reduce == "prod" else 0.1
+            cases[f"scatter_reduce {reduce} include_self={include_self}"] = (
+                lambda d, r=reduce, i=include_self, v=v: full(d, 1.0, 2, 3).scatter_reduce(
+                    0, idx(d, 1000, 3), full(d, v, 1000, 3), r, include_self=i))
+    return cases
+
+
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+def test_scatter_reductions_of_16_bit_floats_accumulate_as_cpu(dt):
+    """CPU's scatter kernels sum, multiply and average float16/bfloat16 in float32 (rounded once);
+    index_add_/index_put_ accumulate in the tensor's dtype. Results are bitwise CPU's."""
+    for name, make in _scatter_cases(dt).items():
+        expected, actual = make("cpu"), make("neuron").cpu()
+        assert actual.dtype == dt and torch.equal(actual, expected), (name, actual, expected)
+    executed = torch_neuronx.get_executed_ops()
+    for op in ("aten::scatter", "aten::scatter_add", "aten::scatter_reduce", "aten::index_add",
+               "aten::_index_put_impl_"):
+        assert op in executed
+    # the float32 accumulation is visible: bfloat16 would stall at 32 (float16 drifts to 105.19)
+    d = torch.zeros(2, dtype=dt, device="neuron").scatter_add(
+        0, torch.zeros(1000, dtype=torch.long, device="neuron"), torch.full((1000,), 0.1, dtype=dt, device="neuron"))
+    assert d[0].item() == 100.0
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_accepts_max_min_aliases_as_cpu(reduce, include_self):
+    _assert_same_outcome(lambda d: torch.zeros(3, device=d).scatter_reduce(
+        0, torch.tensor([0, 0, 1], device=d), torch.tensor([1.0, 2.0, -3.0], device=d), reduce,
+        include_self=include_self))
+    assert "aten::scatter_reduce" in torch_neuronx.get_executed_ops()
+    for bad in ("add", "multiply", "foo"):   # scatter(reduce=)'s names are not scatter_reduce's
+        _assert_same_outcome(lambda d: torch.zeros(3, device=d).scatter_reduce(
+            0, torch.tensor([0], device=d), torch.ones(1, device=d), bad))
+
+
+def test_index_select_of_a_0_dim_tensor_takes_exactly_one_index():
+    for ix in ([0], [0, 0], [], [1], [-1], 0):
+        _assert_same_outcome(lambda d: torch.index_select(torch.tensor(5.0, device=d), 0,
+                                                          torch.tensor(ix, dtype=torch.long, device=d)),
+                             check_message=False)
+    with pytest.raises(RuntimeError, match=r"index_select\(\): Index to scalar can have only 1 value, got 2 value"):
+        torch.index_select(torch.tensor(5.0, device="neuron"), 0, torch.tensor([0, 0], device="neuron"))
+
+
+def test_index_ops_refuse_operands_and_outputs_on_another_device():
+    """ATen's device rules: index_select (as CUDA's kernel) and take need index and out on self's
+    device; advanced indexing takes CPU indices of a device tensor but not the reverse."""
+    x = torch.arange(4.0, device="neuron")
+    with pytest.raises(RuntimeError, match=r"same device.*neuron:0 and cpu.*aten::index_select"):
+        torch.index_select(x, 0, torch.tensor([1]))
+    with pytest.raises(RuntimeError, match=r"take\(\): self, index and out expected to be in the same device"):
+        torch.take(x, torch.tensor([1]))
+    i = torch.tensor([1], device="neuron")
+    for call in (lambda out: torch.index_select(x, 0, i, out=out), lambda out: torch.take(x, i, out=out),
+                 lambda out: torch.masked_select(x, x > 1, out=out)):
+        out = torch.zeros(2)
+        with pytest.raises(RuntimeError, match=r"(Expected out tensor to have device neuron:0, but got cpu)|"
+                                               r"(expected to be in the same device)"):
+            call(out)
+        assert torch.equal(out, torch.zeros(2))      # nothing written to the CPU tensor
+    assert torch.equal(x[torch.tensor([1, 3])].cpu(), torch.tensor([1.0, 3.0]))   # CPU index: allowed
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same device as the indexed "
+                                           r"tensor \(cpu\)"):
+        torch.arange(3.0)[torch.tensor([1], device="neuron")]
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu"):
+        torch.zeros(3).index_put_((torch.tensor([1], device="neuron"),), torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("op", ["index_select", "index_select out=index", "index_select expanded out",
+                                "masked_select", "take", "gather"])
+def test_outputs_overlapping_inputs_are_refused_as_cpu(op):
+    def make(d):
+        b, i = torch.arange(10.0, device=d), torch.tensor([0, 1], device=d)
+        return {
+            "index_select": lambda: torch.index_select(b, 0, i, out=b[2:4]),
+            "index_select out=index": lambda: torch.index_select(torch.arange(5, device=d), 0, i, out=i),
+            "index_select expanded out": lambda: torch.index_select(b, 0, i, out=torch.zeros(1, device=d).expand(2)),
+            "masked_select": lambda: torch.masked_select(b, b > 4, out=b[:5]),
+            "take": lambda: torch.take(b, i, out=b[2:4]),
+            "gather": lambda: torch.gather(b, 0, i, out=b[2:4]),
+        }[op]()
+    _assert_same_outcome(make)
+
+
+def _error_cases():
+    cases = {
+        "index_fill_ int32 index": lambda d: torch.zeros(3, 4, device=d).index_fill_(
+            1, torch.tensor([0], dtype=torch.int32, device=d), 1.0),
+        "take int32 index": lambda d: torch.take(torch.zeros(4, device=d), torch.tensor([1], dtype=torch.int32, device=d)),
+        "take from empty": lambda d: torch.take(torch.zeros(0, device=d), torch.tensor([0], device=d)),
+        "gather from empty": lambda d: torch.gather(torch.zeros(0, device=d), 0, torch.tensor([0], device=d)),
+        "gather from empty 2-D": lambda d: torch.gather(torch.zeros(0, 3, device=d), 0, torch.tensor([[0]], device=d)),
+        "scatter into empty": lambda d: torch.zeros(0, device=d).scatter_(0, torch.tensor([0], device=d),
+                                                                          torch.ones(1, device=d)),
+        "scatter_add into empty": lambda d: torch.zeros(0, device=d).scatter_add_(0, torch.tensor([0], device=d),
+                                                                                  torch.ones(1, device=d)),
+        "index_add into empty 2-D": lambda d: torch.zeros(0, 3, device=d).index_add_(
+            0, torch.tensor([0], device=d), torch.ones(1, 3, device=d)),
+        "bool scatter_reduce mean": lambda d: torch.zeros(3, dtype=torch.bool, device=d).scatter_reduce(
+            0, torch.tensor([0], device=d), torch.ones(1, dtype=torch.bool, device=d), "mean"),
+    }
+    for r in ("amax", "amin", "max"):
+        cases[f"complex scatter_reduce {r}"] = lambda d, r=r: torch.zeros(3, dtype=torch.complex64, device=d) \
+            .scatter_reduce(0, torch.tensor([0], device=d), torch.ones(1, dtype=torch.complex64, device=d), r)
+    for it in (torch.int64, torch.int32):
+        for v in (9, -1, -9):
+            for shape in ((4, 3), (4,), ()):   # 0-dim self: one index, 0-dim source
+                src, ix = ((2,) + shape[1:], [1, v]) if shape else ((), [v])
+                cases[f"index_add {shape} {it} {v}"] = (
+                    lambda d, it=it, ix=ix, shape=shape, src=src: torch.zeros(shape, device=d).index_add_(
+                        0, torch.tensor(ix, dtype=it, device=d), torch.ones(src, device=d)))
+            cases[f"index_fill {it} {v}"] = lambda d, it=it, v=v: torch.zeros(3, 4, device=d).index_fill_(
+                1, torch.tensor([v], dtype=it, device=d), 1.0)
+            cases[f"take {it} {v}"] = lambda d, it=it, v=v: torch.take(
+                torch.arange(4.0, device=d), torch.tensor([1, v], dtype=it, device=d))
+            for op in ("gather", "scatter", "scatter_reduce"):
+                cases[f"{op} {it} {v}"] = lambda d, it=it, v=v, op=op: {
+                    "gather": lambda x, i: torch.gather(x, 0, i),
+                    "scatter": lambda x, i: x.scatter_(0, i, 1.0),
+                    "scatter_reduce": lambda x, i: x.scatter_reduce_(0, i, torch.ones(1, 3, device=d), "amax"),
+                }[op](torch.zeros(4, 3, device=d), torch.tensor([[1, v, 0]], dtype=it, device=d))
+    return cases
+
+
+@pytest.mark.parametrize("name", sorted(_error_cases()))
+def test_bad_arguments_raise_cpu_exception_type(name):
+    """Each case's exception type is CPU's (IndexError vs RuntimeError vs NotImplementedError
+    differs between ops, index dtypes and ranks in ATen's CPU kernels); valid cases equal CPU."""
+    _assert_same_outcome(_error_cases()[name], check_message=False)
+    torch.zeros(2, device="neuron").add_(1).cpu()     # the process stays usable
+
+
+def test_gather_from_empty_tensor_says_which_index_is_out_of_bounds():
+    with pytest.raises(RuntimeError, match=r"aten::gather: index 0 is out of bounds for dimension 0 with size 0"):
+        torch.gather(torch.zeros(0, device="neuron"), 0, torch.tensor([0], device="neuron"))
+        torch.neuron.synchronize()
