@@ -313,7 +313,7 @@ at::Tensor roll_dims(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
   if (dims.size() > 1) return roll_dims(roll_dims(self, shifts.slice(0, 1), dims.slice(0, 1)), shifts.slice(1), dims.slice(1));
   const int64_t d = at::maybe_wrap_dim(dims[0], self.dim());
   record_native("aten::roll");
-  at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
+  at::Tensor out = at::empty_like(self, self.suggest_memory_format());  // CPU's layout: contiguous or channels_last
   const int64_t n = self.dim() ? self.size(d) : 1;
   if (self.numel() == 0) return out;
   const int64_t s = ((shifts[0] % n) + n) % n;

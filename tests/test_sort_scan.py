@@ -394,6 +394,16 @@ def test_randperm_errors_like_cpu(native):
 
 # ---------------------------------------------------------------- flip / roll
 
+def test_roll_result_layout_as_cpu(native):
+    """roll's result is contiguous, or channels_last for a channels_last input, as CPU's."""
+    xs = [torch.randn(5, 6).t(), torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),
+          torch.randn(4, 6)[:, ::2]]
+    for x in xs:
+        for shifts, dims in ((1, 0), ((1, 2), (0, 1)), (3, None)):
+            want, got = torch.roll(x, shifts, dims), torch.roll(x.to(native), shifts, dims)
+            assert got.stride() == want.stride() and torch.equal(got.cpu(), want)
+
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_flip_and_roll_match_cpu(native, dtype):
     x = _few_values(4 * 5 * 6, dtype).reshape(4, 5, 6).transpose(0, 2)[:, ::2]
