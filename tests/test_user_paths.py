@@ -651,3 +651,16 @@ def test_linspace_infers_complex_from_its_endpoints(neuron):
     """No dtype and a complex endpoint: complex64 as CPU (through the visible fallback)."""
     got, want = torch.linspace(0, 1 + 1j, 5, device="neuron"), torch.linspace(0, 1 + 1j, 5)
     assert got.dtype == want.dtype == torch.complex64 and torch.equal(got.cpu(), want)
+
+
+def test_half_inputs_into_a_wider_out_round_as_cpu(native):
+    """16-bit inputs into a wider out= tensor: computed in the 16-bit dtype, then cast (CPU)."""
+    a = torch.tensor([1.0, 2.0, 3.0]).half()
+    b = a.bfloat16()
+    for fn, x, dtype in ((lambda t, out: torch.div(t, 3, out=out), a, torch.float32),
+                         (lambda t, out: torch.exp(t, out=out), a, torch.float32),
+                         (lambda t, out: torch.add(t, t / 3, out=out), a, torch.float64),
+                         (lambda t, out: torch.mul(t, 1.1, out=out), b, torch.float32)):
+        want = fn(x, torch.empty(0, dtype=dtype))
+        got = fn(x.to("neuron"), torch.empty(0, dtype=dtype, device="neuron"))
+        assert torch.equal(got.cpu(), want)

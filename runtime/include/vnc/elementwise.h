@@ -4,7 +4,8 @@
  * the op's order) — built with vnc_iter_init or taken from PyTorch's TensorIterator — and a
  * compute dtype: inputs of other dtypes are converted on the fly, the result is converted to
  * the output's dtype. Floating compute dtypes all compute in float32 (bfloat16 and float16
- * as PyTorch's CPU kernels do; float64 by the device rule); complex128 through complex64.
+ * as PyTorch's CPU kernels do, the result rounded to them before an output of another dtype;
+ * float64 by the device rule); complex128 through complex64.
  *
  *     vnc_iter it; const vnc_tensor *ops[3] = {&out, &a, &b};
  *     vnc_iter_init(&it, 3, ops, 0);

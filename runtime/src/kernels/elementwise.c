@@ -76,6 +76,7 @@ typedef struct ew_plan {
   int32_t op, cls;       /* the typed loop: vnc_tier()->ew[op][cls] (the tier may change) */
   int32_t compute_dtype; /* dtype of the class's C type */
   int32_t result_dtype;
+  int32_t round_dtype;   /* nonzero: a 16-bit compute dtype the result is rounded to before an output of another dtype */
   uint32_t direct;       /* bit k: operand k already has the type the kernel reads/writes */
 } ew_plan;
 
@@ -140,9 +141,20 @@ static void ew_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_
     int out_direct = ((pl->direct & 1) && st[0] == rs);
     kernel(m, out_direct ? dst : (char *)buf[0], in, &t->P);
     if (!out_direct) {
-      char *ptrs[2] = {dst, (char *)buf[0]};
-      const int64_t strides[2] = {st[0], rs};
-      vnc_copy_loop(t->it.dtypes[0], pl->result_dtype)(NULL, ptrs, strides, m, 0);
+      int32_t from = pl->result_dtype;
+      int64_t fs = rs;
+      char *res = (char *)buf[0];
+      _Alignas(64) unsigned char rounded[CHUNK * 2];
+      if (pl->round_dtype) { /* PyTorch computes in the 16-bit dtype, then casts to the output's */
+        char *r[2] = {(char *)rounded, res};
+        fs = (int64_t)vnc_dtype_size(pl->round_dtype);
+        vnc_copy_loop(pl->round_dtype, from)(NULL, r, (const int64_t[]){fs, rs}, m, 0);
+        from = pl->round_dtype;
+        res = (char *)rounded;
+      }
+      char *ptrs[2] = {dst, res};
+      const int64_t strides[2] = {st[0], fs};
+      vnc_copy_loop(t->it.dtypes[0], from)(NULL, ptrs, strides, m, 0);
     }
   }
 }
@@ -223,9 +235,12 @@ vnc_status vnc_elementwise(vnc_stream *s, const char *op_name, vnc_ew_op op, con
     t.plan.cls = cls;
     t.plan.compute_dtype = class_dtype[cls];
     t.plan.result_dtype = info->bool_result ? VNC_BOOL : class_dtype[cls];
+    if (!info->bool_result && (compute_dtype == VNC_FLOAT16 || compute_dtype == VNC_BFLOAT16) &&
+        it->dtypes[0] != compute_dtype)
+      t.plan.round_dtype = compute_dtype;
     for (int k = 0; k < it->nops; k++) {
       int32_t want = k == 0 ? t.plan.result_dtype : t.plan.compute_dtype;
-      if (it->dtypes[k] == want && !((scalar_mask >> k) & 1)) t.plan.direct |= 1u << k;
+      if (it->dtypes[k] == want && !((scalar_mask >> k) & 1) && !(k == 0 && t.plan.round_dtype)) t.plan.direct |= 1u << k;
       if (!vnc_copy_loop(k == 0 ? it->dtypes[0] : want, k == 0 ? want : it->dtypes[k]))
         return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s: operand %d has unsupported dtype %s", op_name, k,
                              vnc_dtype_name(it->dtypes[k]));
