@@ -540,13 +540,13 @@ void draw(const at::TensorBase& t, const char* op, const std::optional<at::Gener
 template <vnc_rng_dist D>
 struct Dist {
   static void fill(const at::TensorBase& t, double a, double b, const std::optional<at::Generator>& gen) {
-    static const char* const names[] = {"uniform_", "normal_", "exponential_", "cauchy_", "log_normal_", "geometric_"};
-    static_assert(sizeof names / sizeof *names == VNC_RNG_DIST_COUNT, "one name per distribution");
+    static const char* const ops[] = {"aten::uniform_",    "aten::normal_",     "aten::exponential_",
+                                      "aten::cauchy_",     "aten::log_normal_", "aten::geometric_"};
+    static_assert(sizeof ops / sizeof *ops == VNC_RNG_DIST_COUNT, "one op per distribution");
     const at::ScalarType st = t.scalar_type();
     NEURON_CHECK_SUPPORTED(D == VNC_RNG_GEOMETRIC ? !at::isComplexType(st) && st != at::kBool : at::isFloatingType(st),
-                           names[D], " of ", st, " tensors is not natively supported on neuron");
-    const std::string op = std::string("aten::") + names[D];
-    draw(t, op.c_str(), gen, [&](vnc_stream* s, vnc_tensor* v, uint64_t seed, uint64_t off) {
+                           ops[D] + 6, " of ", st, " tensors is not natively supported on neuron");
+    draw(t, ops[D], gen, [&](vnc_stream* s, vnc_tensor* v, uint64_t seed, uint64_t off) {
       return vnc_rng_draw(s, v, D, a, b, seed, off);
     });
   }
