@@ -535,39 +535,42 @@ void draw(const at::TensorBase& t, const char* op, const std::optional<at::Gener
   check(launch(stream_of(t), &v, seed, offset));
 }
 
-void need_floating(const char* op, const at::TensorBase& t) {
-  NEURON_CHECK_SUPPORTED(at::isFloatingType(t.scalar_type()), op, " of ", t.scalar_type(),
-                         " tensors is not natively supported on neuron");
-}
-
-template <typename RNG>
-struct UniformKernel {
-  void operator()(at::TensorIteratorBase& iter, double from, double to, std::optional<at::Generator> gen) {
-    draw(iter.tensor_base(0), "aten::uniform_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-      return vnc_rng_uniform(s, t, from, to, seed, off);
+// The continuous-parameter distributions (runtime's vnc_rng_draw table), as one kernel
+// template per distribution for ATen's *_impl_ templates, which call it as
+// (iter, a, b, gen) (uniform, cauchy, log_normal), (self, a, b, gen) (normal) or
+// (iter, a, gen) (exponential, geometric). Geometric also draws integer dtypes, as CPU.
+template <vnc_rng_dist D>
+struct Dist {
+  static void fill(const at::TensorBase& t, double a, double b, const std::optional<at::Generator>& gen) {
+    static const char* const ops[] = {"aten::uniform_",    "aten::normal_",     "aten::exponential_",
+                                      "aten::cauchy_",     "aten::log_normal_", "aten::geometric_"};
+    static_assert(sizeof ops / sizeof *ops == VNC_RNG_DIST_COUNT, "one op per distribution");
+    const at::ScalarType st = t.scalar_type();
+    NEURON_CHECK_SUPPORTED(D == VNC_RNG_GEOMETRIC ? !at::isComplexType(st) && st != at::kBool : at::isFloatingType(st),
+                           ops[D] + 6, " of ", st, " tensors is not natively supported on neuron");
+    draw(t, ops[D], gen, [&](vnc_stream* s, vnc_tensor* v, uint64_t seed, uint64_t off) {
+      return vnc_rng_draw(s, v, D, a, b, seed, off);
     });
   }
+  template <typename RNG>
+  struct Kernel {
+    void operator()(at::TensorIteratorBase& iter, double a, double b, std::optional<at::Generator> gen) {
+      fill(iter.tensor_base(0), a, b, gen);
+    }
+    void operator()(const at::TensorBase& self, double a, double b, std::optional<at::Generator> gen) {
+      fill(self, a, b, gen);
+    }
+    void operator()(at::TensorIteratorBase& iter, double a, std::optional<at::Generator> gen) {
+      fill(iter.tensor_base(0), a, 0.0, gen);
+    }
+  };
 };
-
-template <typename RNG>
-struct NormalKernel {
-  void operator()(const at::TensorBase& self, double mean, double std, std::optional<at::Generator> gen) {
-    need_floating("normal_", self);
-    draw(self, "aten::normal_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-      return vnc_rng_normal(s, t, mean, std, seed, off);
-    });
-  }
-};
-
-template <typename RNG>
-struct ExponentialKernel {
-  void operator()(at::TensorIteratorBase& iter, double lambd, std::optional<at::Generator> gen) {
-    need_floating("exponential_", iter.tensor_base(0));
-    draw(iter.tensor_base(0), "aten::exponential_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
-      return vnc_rng_exponential(s, t, lambd, seed, off);
-    });
-  }
-};
+template <typename RNG> using UniformKernel = Dist<VNC_RNG_UNIFORM>::Kernel<RNG>;
+template <typename RNG> using NormalKernel = Dist<VNC_RNG_NORMAL>::Kernel<RNG>;
+template <typename RNG> using ExponentialKernel = Dist<VNC_RNG_EXPONENTIAL>::Kernel<RNG>;
+template <typename RNG> using CauchyKernel = Dist<VNC_RNG_CAUCHY>::Kernel<RNG>;
+template <typename RNG> using LogNormalKernel = Dist<VNC_RNG_LOG_NORMAL>::Kernel<RNG>;
+template <typename RNG> using GeometricKernel = Dist<VNC_RNG_GEOMETRIC>::Kernel<RNG>;
 
 // Integers uniform in [base, base + range) (range 0: all 2^64 values).
 void draw_integers(const at::TensorBase& t, uint64_t range, int64_t base, const std::optional<at::Generator>& gen) {
@@ -663,6 +666,32 @@ at::Tensor& normal_tensor_tensor_out(const at::Tensor& mean, const at::Tensor& s
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::exponential_");
   return tmpl::exponential_impl_<ExponentialKernel, PhiloxRNG>(self, lambd, gen);
+}
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::cauchy_");
+  return tmpl::cauchy_impl_<CauchyKernel, PhiloxRNG>(self, median, sigma, gen);
+}
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::log_normal_");
+  return tmpl::log_normal_impl_<LogNormalKernel, PhiloxRNG>(self, mean, std, gen);
+}
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::geometric_");
+  return tmpl::geometric_impl_<GeometricKernel, PhiloxRNG>(self, p, gen);
+}
+// poisson(rates): a fresh contiguous tensor of rates' dtype (as CPU's _s_poisson_cpu); a bad
+// rate (negative, NaN, inf) fails the kernel with ATen's message, raised at the next
+// synchronization. Its gradient (zeros) comes from autograd's own formula.
+at::Tensor poisson(const at::Tensor& rates, std::optional<at::Generator> gen) {
+  NEURON_TRACK("aten::poisson");
+  NEURON_CHECK_SUPPORTED(at::isFloatingType(rates.scalar_type()), "poisson of ", rates.scalar_type(),
+                         " tensors is not natively supported on neuron");
+  at::Tensor out = at::empty(rates.sizes(), rates.options());
+  vnc_tensor r = to_vnc(rates);
+  draw(out, "aten::poisson", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
+    return vnc_rng_poisson(s, t, &r, seed, off);
+  });
+  return out;
 }
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::random_");
@@ -987,6 +1016,10 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("normal.float_Tensor_out", TORCH_FN(normal_float_tensor_out));
   m.impl("normal.Tensor_Tensor_out", TORCH_FN(normal_tensor_tensor_out));
   m.impl("exponential_", TORCH_FN(exponential_));
+  m.impl("cauchy_", TORCH_FN(cauchy_));
+  m.impl("log_normal_", TORCH_FN(log_normal_));
+  m.impl("geometric_", TORCH_FN(geometric_));
+  m.impl("poisson", TORCH_FN(poisson));
   m.impl("random_.from", TORCH_FN(random_from));
   m.impl("random_.to", TORCH_FN(random_to));
   m.impl("random_", TORCH_FN(random_default));

@@ -237,6 +237,10 @@ def _cases() -> list[Case]:
         call("aten::random_.from", torch.zeros(6), -3, 7, inplace=True, random=True),
         call("aten::random_.to", torch.zeros(6, dtype=torch.int64), 9, inplace=True, random=True),
         call("aten::randperm.generator_out", 7, generator=None, outs=[("out", torch.int64)], random=True),
+        call("aten::cauchy_", torch.zeros(4, 5), 1.0, 2.0, inplace=True, random=True),
+        call("aten::log_normal_", torch.zeros(4, 5), 0.5, 0.25, inplace=True, random=True),
+        call("aten::geometric_", torch.zeros(6, dtype=torch.int64), 0.3, inplace=True, random=True),
+        call("aten::poisson", torch.full((3, 4), 2.5), random=True),
     ]
     # AMP's GradScaler ops
     cases += [

@@ -191,3 +191,170 @@ def test_neuron_generator_on_cpu_tensors_raises_cpu_pytorchs_error(neuron):
         with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'neuron'"):
             call()
     assert torch.randn(3, generator=g, device=neuron).isfinite().all().item()  # still usable
+
+
+# ---------------------------------------------------------------- cauchy_, log_normal_, geometric_, poisson
+# Native on the neuron Philox generator, as the other distributions: seeded by torch.neuron /
+# a neuron Generator, one Philox counter per element, argument errors as CPU.
+
+def _draw(name, t, generator=None):
+    """Fills/samples `t` by distribution `name` with fixed parameters; returns the result."""
+    if name == "cauchy":
+        return t.cauchy_(1.5, 0.5, generator=generator)
+    if name == "log_normal":
+        return t.log_normal_(0.25, 0.5, generator=generator)
+    if name == "geometric":
+        return t.geometric_(0.2, generator=generator)
+    return torch.poisson(t.fill_(4.0), generator=generator)
+
+
+NEW_DISTS = ["cauchy", "log_normal", "geometric", "poisson"]
+
+
+@pytest.mark.parametrize("name", NEW_DISTS)
+def test_new_distributions_native_seeded_and_reproducible(name, neuron):
+    import torch_neuronx
+    torch_neuronx.clear_op_tracking()
+    torch.neuron.manual_seed(3)
+    a = _draw(name, torch.empty(1000, device=neuron)).cpu()
+    torch.neuron.manual_seed(3)
+    b = _draw(name, torch.empty(1000, device=neuron)).cpu()
+    torch.neuron.manual_seed(4)
+    c = _draw(name, torch.empty(1000, device=neuron)).cpu()
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    # the CPU seed is not what seeds them: same neuron seed, different CPU seed, same numbers
+    torch.neuron.manual_seed(3)
+    torch.random.default_generator.manual_seed(77)
+    assert torch.equal(_draw(name, torch.empty(1000, device=neuron)).cpu(), a)
+    # the offset advances like the other ops: numel rounded up to 4
+    torch.neuron.manual_seed(3)
+    _draw(name, torch.empty(10, device=neuron))
+    assert torch.neuron.get_rng_state()[8:].view(torch.int64).item() == 12
+    # a neuron Generator: its own seed, the default generator untouched
+    g = torch.Generator(device="neuron").manual_seed(1)
+    before = torch.neuron.get_rng_state()
+    x = _draw(name, torch.empty(1000, device=neuron), generator=g).cpu()
+    assert torch.equal(torch.neuron.get_rng_state(), before)
+    g.manual_seed(1)
+    assert torch.equal(_draw(name, torch.empty(1000, device=neuron), generator=g).cpu(), x)
+    g.manual_seed(2)
+    assert not torch.equal(_draw(name, torch.empty(1000, device=neuron), generator=g).cpu(), x)
+    assert torch_neuronx.get_fallback_ops() == []
+    op = "aten::poisson" if name == "poisson" else f"aten::{name}_"
+    assert op in torch_neuronx.get_executed_ops()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_new_distributions_statistics(dtype, neuron):
+    """Sample statistics of 20000 draws against the distributions' own (generous bounds)."""
+    import torch_neuronx
+    torch_neuronx.clear_op_tracking()
+    torch.neuron.manual_seed(0)
+    n = 20000
+    c = torch.empty(n, dtype=dtype, device=neuron).cauchy_(1.5, 0.5).double().cpu()
+    assert torch.isfinite(c).all()
+    # quantile q of Cauchy(m, s) is m + s tan(pi (q - 1/2)): quartiles at m -/+ s
+    q = torch.quantile(c, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
+    assert torch.allclose(q, torch.tensor([1.0, 1.5, 2.0], dtype=torch.float64), atol=0.05)
+    ln = torch.empty(n, dtype=dtype, device=neuron).log_normal_(0.25, 0.5).double().cpu()
+    assert (ln > 0).all()
+    assert abs(ln.log().mean().item() - 0.25) < 0.03 and abs(ln.log().std().item() - 0.5) < 0.03
+    g = torch.empty(n, dtype=dtype, device=neuron).geometric_(0.2).double().cpu()
+    assert g.min() >= 1 and torch.equal(g, g.round())
+    assert abs(g.mean().item() - 5.0) < 0.25  # mean 1/p
+    assert abs((g == 1).double().mean().item() - 0.2) < 0.02  # P(1) = p
+    rates = torch.tensor([0.0, 0.5, 4.0, 30.0, 1000.0], dtype=dtype).repeat(n // 5)
+    pz = torch.poisson(rates.to(neuron)).double().cpu().view(-1, 5)
+    assert pz.dtype == torch.float64 and torch.equal(pz, pz.round()) and pz.min() >= 0
+    assert (pz[:, 0] == 0).all()
+    r = rates[:5].double()
+    assert torch.allclose(pz[:, 1:].mean(0), r[1:], rtol=0.05)  # mean = variance = rate
+    assert torch.allclose(pz[:, 1:].var(0), r[1:], rtol=0.15)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_geometric_integer_dtypes_as_cpu(neuron):
+    """geometric_ draws every real dtype CPU draws (integers too); bool and complex go to CPU,
+    whose error the user sees."""
+    import torch_neuronx
+    torch_neuronx.clear_op_tracking()
+    torch.neuron.manual_seed(5)
+    for dtype in (torch.int64, torch.int32, torch.int16, torch.uint8):
+        g = torch.empty(5000, dtype=dtype, device=neuron).geometric_(0.5).cpu()
+        assert g.dtype == dtype and g.min() >= 1 and abs(g.double().mean().item() - 2.0) < 0.1
+    assert torch_neuronx.get_fallback_ops() == []
+    for dtype in (torch.bool, torch.complex64):
+        with pytest.raises(NotImplementedError) as cpu_error:
+            torch.empty(3, dtype=dtype).geometric_(0.5)
+        with pytest.raises(NotImplementedError) as neuron_error:
+            torch.empty(3, dtype=dtype, device=neuron).geometric_(0.5)
+        assert str(neuron_error.value) == str(cpu_error.value)
+
+
+def test_new_distributions_on_views_by_logical_index(neuron):
+    """A transposed view gets the values of a contiguous tensor (element k draws counter k);
+    a strided view is filled in place with its gaps untouched."""
+    for name in NEW_DISTS:
+        torch.neuron.manual_seed(11)
+        contiguous = _draw(name, torch.empty(20, 30, device=neuron)).cpu()
+        torch.neuron.manual_seed(11)
+        if name == "poisson":  # the rates are the view; the result is a fresh tensor
+            out = _draw(name, torch.empty(30, 20, device=neuron).t()).cpu()
+        else:
+            base = torch.empty(30, 20, device=neuron)
+            _draw(name, base.t())
+            out = base.t().cpu()
+        assert torch.equal(out, contiguous), name
+    z = torch.zeros(10, 10, device=neuron)
+    z[:, ::2].log_normal_()
+    zc = z.cpu()
+    assert (zc[:, 1::2] == 0).all() and (zc[:, ::2] > 0).all()
+    rates = torch.full((6, 8), 3.0, device=neuron)[:, ::2]
+    assert torch.poisson(rates).shape == (6, 4)
+
+
+def test_new_distributions_argument_errors_as_cpu(neuron):
+    """Same exception type and message as CPU PyTorch; the tensor stays usable."""
+    calls = [lambda t: t.cauchy_(0.0, 0.0), lambda t: t.cauchy_(0.0, -1.0),
+             lambda t: t.log_normal_(1.0, 0.0), lambda t: t.log_normal_(1.0, -2.0),
+             lambda t: t.geometric_(0.0), lambda t: t.geometric_(1.0), lambda t: t.geometric_(-0.5),
+             lambda t: t.long().cauchy_(), lambda t: t.long().log_normal_(),
+             lambda t: torch.poisson(t.long())]
+    for call in calls:
+        with pytest.raises(Exception) as cpu_error:
+            call(torch.ones(3))
+        with pytest.raises(type(cpu_error.value)) as neuron_error:
+            call(torch.ones(3, device=neuron))
+        assert str(neuron_error.value) == str(cpu_error.value)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
+            torch.poisson(torch.tensor([1.0, bad], device=neuron)).cpu()
+    t = torch.empty(4, device=neuron).cauchy_()
+    assert torch.isfinite(t.cpu()).all()
+
+
+def test_new_distributions_cpu_tensors_with_neuron_generator_raise_cpu_pytorchs_error(neuron):
+    g = torch.Generator(device=neuron).manual_seed(1)
+    for name in NEW_DISTS:
+        with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'neuron'"):
+            _draw(name, torch.empty(5), generator=g)
+        assert torch.isfinite(_draw(name, torch.empty(5, device=neuron), generator=g).cpu()).all()
+
+
+def test_poisson_gradient_is_zero(neuron):
+    rates = torch.tensor([0.5, 20.0, 3.0], device=neuron, requires_grad=True)
+    torch.poisson(rates).sum().backward()
+    assert torch.equal(rates.grad.cpu(), torch.zeros(3))
+
+
+def test_new_distributions_float64_warns_and_draws():
+    code = """
+    import warnings, torch
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        x = torch.empty(1000, dtype=torch.float64, device="neuron").cauchy_()
+    assert x.dtype == torch.float64 and torch.isfinite(x.cpu()).all()
+    assert any("float64 is not natively supported on neuron: aten::cauchy_" in str(m.message) for m in w), [str(m.message) for m in w]
+    print("ok")
+    """
+    assert run_py(code).stdout.strip() == "ok"

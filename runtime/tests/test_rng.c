@@ -1,6 +1,7 @@
 /* Philox known-answer vectors and the random fills built on it. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 #include "check.h"
 #include "kernels/philox.h"
 
@@ -93,5 +94,44 @@ int main(void) {
   for (int i = 0; i < N; i++) sum += a[i];
   CHECK(fabs(sum / N - 0.25) < 0.01);
   CHECK(vnc_rng_uniform(S, &tr, 0, 1, 1, 0) == VNC_ERR_UNSUPPORTED);
+
+  /* vnc_rng_draw's newer distributions: cauchy's median, geometric's mean 1/p on int64 (all
+   * >= 1), log_normal's log-mean; ATen's argument checks. */
+  CHECK_OK(vnc_rng_draw(S, &ta, VNC_RNG_CAUCHY, 2.0, 0.5, 13, 0));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int below = 0;
+  for (int i = 0; i < N; i++) below += a[i] < 2.0f;
+  CHECK(fabs((double)below / N - 0.5) < 0.01);
+  CHECK_OK(vnc_rng_draw(S, &tr, VNC_RNG_GEOMETRIC, 0.25, 0.0, 13, 0));
+  CHECK_OK(vnc_stream_synchronize(S));
+  sum = 0;
+  ok = 1;
+  for (int i = 0; i < N; i++) {
+    sum += (double)r[i];
+    ok &= r[i] >= 1;
+  }
+  CHECK(ok && fabs(sum / N - 4.0) < 0.1);
+  CHECK_OK(vnc_rng_draw(S, &ta, VNC_RNG_LOG_NORMAL, 0.5, 0.25, 13, 0));
+  CHECK_OK(vnc_stream_synchronize(S));
+  sum = 0;
+  for (int i = 0; i < N; i++) sum += log(a[i]);
+  CHECK(fabs(sum / N - 0.5) < 0.01);
+  CHECK(vnc_rng_draw(S, &ta, VNC_RNG_GEOMETRIC, 1.0, 0.0, 1, 0) == VNC_ERR_INVALID_ARGUMENT);
+  CHECK(vnc_rng_draw(S, &ta, VNC_RNG_CAUCHY, 0.0, 0.0, 1, 0) == VNC_ERR_INVALID_ARGUMENT);
+  CHECK(vnc_rng_draw(S, &ta, VNC_RNG_LOG_NORMAL, 0.0, -1.0, 1, 0) == VNC_ERR_INVALID_ARGUMENT);
+  CHECK(vnc_rng_draw(S, &tr, VNC_RNG_CAUCHY, 0.0, 1.0, 1, 0) == VNC_ERR_UNSUPPORTED);
+
+  /* poisson: mean = rate for a small and a large rate; a negative rate fails the task. */
+  static float rate[N];
+  for (int i = 0; i < N; i++) rate[i] = i % 2 ? 3.0f : 50.0f;
+  vnc_tensor trate = vnc_tensor_contiguous(rate, VNC_FLOAT32, 1, &n);
+  CHECK_OK(vnc_rng_poisson(S, &ta, &trate, 17, 0));
+  CHECK_OK(vnc_stream_synchronize(S));
+  double s_small = 0, s_large = 0;
+  for (int i = 0; i < N; i++) *(i % 2 ? &s_small : &s_large) += a[i];
+  CHECK(fabs(s_small / (N / 2) - 3.0) < 0.05 && fabs(s_large / (N / 2) - 50.0) < 0.2);
+  rate[7] = -1.0f;
+  CHECK_OK(vnc_rng_poisson(S, &ta, &trate, 17, 0));
+  CHECK(vnc_stream_synchronize(S) == VNC_ERR_KERNEL && strstr(vnc_last_error(), "invalid Poisson rate"));
   CHECK_DONE();
 }

@@ -39,6 +39,22 @@ vnc_status vnc_fill(vnc_stream *s, const char *op, const vnc_tensor *dst, const 
  * (offset + k) under key `seed`, so values depend on (seed, offset, k) only — never on
  * strides or thread count. Callers advance their offset by vnc_rng_offset_increment(numel). */
 uint64_t vnc_rng_offset_increment(int64_t numel);
+/* The distributions drawn by vnc_rng_draw, with their parameters (a, b). Each refuses the
+ * arguments ATen refuses, with ATen's message (VNC_ERR_INVALID_ARGUMENT). Arithmetic is
+ * float32 (float64 outputs follow the device rule). */
+typedef enum {
+  VNC_RNG_UNIFORM,     /* [a, b) */
+  VNC_RNG_NORMAL,      /* mean a, std b >= 0 (Box-Muller) */
+  VNC_RNG_EXPONENTIAL, /* rate a > 0: -log(1 - u) / a */
+  VNC_RNG_CAUCHY,      /* median a, scale b > 0: a + b tan(pi (u - 1/2)) */
+  VNC_RNG_LOG_NORMAL,  /* exp(normal(a, b)), b > 0 */
+  VNC_RNG_GEOMETRIC,   /* success probability a in (0, 1): ceil(log(u) / log1p(-a)), b unused;
+                        * any real dtype but bool (integers saturate at int64's range) */
+  VNC_RNG_DIST_COUNT
+} vnc_rng_dist;
+/* Fills t (any strides) from distribution `dist`. Floating dtypes only, except geometric. */
+vnc_status vnc_rng_draw(vnc_stream *s, const vnc_tensor *t, vnc_rng_dist dist, double a, double b,
+                        uint64_t seed, uint64_t offset);
 /* Uniform in [from, to). Floating dtypes only. */
 vnc_status vnc_rng_uniform(vnc_stream *s, const vnc_tensor *t, double from, double to,
                            uint64_t seed, uint64_t offset);
@@ -54,6 +70,13 @@ vnc_status vnc_rng_bernoulli(vnc_stream *s, const vnc_tensor *t, double p,
 /* Exponential with rate lambd (-log(1-u)/lambd). Floating dtypes only. */
 vnc_status vnc_rng_exponential(vnc_stream *s, const vnc_tensor *t, double lambd,
                                uint64_t seed, uint64_t offset);
+/* t[i] ~ Poisson(rates[i]) (rates broadcast to t), as ATen's CPU sampler: product of uniforms
+ * below rate 10, Hoermann's transformed rejection (PTRS) from 10 on; the extra uniforms of a
+ * rejection loop come from the element's further Philox rounds, so the offset still advances
+ * by vnc_rng_offset_increment(numel). A negative, NaN or infinite rate fails the task with
+ * ATen's "invalid Poisson rate" (a sticky stream error). Floating dtypes only. */
+vnc_status vnc_rng_poisson(vnc_stream *s, const vnc_tensor *t, const vnc_tensor *rates,
+                           uint64_t seed, uint64_t offset);
 
 #ifdef __cplusplus
 }

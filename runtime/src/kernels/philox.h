@@ -21,12 +21,20 @@ static inline void vnc_philox4x32_10(const uint32_t in[4], const uint32_t key_in
   out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
-/* The four 32-bit words of element `index` under (seed, offset). */
-static inline void vnc_philox_element(uint64_t seed, uint64_t offset, uint64_t index, uint32_t out[4]) {
+/* Words 4*round .. 4*round+3 of element `index` under (seed, offset): the round fills the
+ * counter's upper half, so a sampler that needs more than four words per element (poisson's
+ * rejection loop) draws them without touching other elements' counters. */
+static inline void vnc_philox_element_round(uint64_t seed, uint64_t offset, uint64_t index, uint64_t round,
+                                            uint32_t out[4]) {
   uint64_t c = offset + index;
-  const uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), 0u, 0u};
+  const uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), (uint32_t)round, (uint32_t)(round >> 32)};
   const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
   vnc_philox4x32_10(ctr, key, out);
+}
+
+/* The four 32-bit words of element `index` under (seed, offset). */
+static inline void vnc_philox_element(uint64_t seed, uint64_t offset, uint64_t index, uint32_t out[4]) {
+  vnc_philox_element_round(seed, offset, index, 0, out);
 }
 
 #endif

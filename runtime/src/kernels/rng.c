@@ -8,19 +8,101 @@
 #include "philox.h"
 #include "vnc/kernels.h"
 
-typedef enum { RNG_UNIFORM, RNG_NORMAL, RNG_RANDOM, RNG_BERNOULLI, RNG_EXPONENTIAL } rng_kind;
+typedef enum { RNG_RANDOM = VNC_RNG_DIST_COUNT, RNG_BERNOULLI, RNG_POISSON } rng_extra_kind;
+
+/* The continuous-parameter distributions of vnc_rng_draw: the ATen op (for errors), whether
+ * only floating dtypes are drawn, and which parameters must be > 0 / in (0, 1). The argument
+ * checks repeat ATen's (DistributionTemplates.h) so that a C caller gets the same refusal. */
+static const struct {
+  const char *op;
+  int floating_only;
+  const char *check; /* printf format naming the bad parameter, NULL: none */
+} DISTS[VNC_RNG_DIST_COUNT] = {
+    [VNC_RNG_UNIFORM] = {"aten::uniform_", 1, NULL},
+    [VNC_RNG_NORMAL] = {"aten::normal_", 1, "normal expects std >= 0.0, but found std %g"},
+    [VNC_RNG_EXPONENTIAL] = {"aten::exponential_", 1, "exponential_ expects lambda > 0.0, but found lambda=%g"},
+    [VNC_RNG_CAUCHY] = {"aten::cauchy_", 1, "cauchy_ expects sigma > 0.0, but found sigma=%g"},
+    [VNC_RNG_LOG_NORMAL] = {"aten::log_normal_", 1, "log_normal_ expects std > 0.0, but found std=%g"},
+    [VNC_RNG_GEOMETRIC] = {"aten::geometric_", 0, "geometric_ expects p to be in (0, 1), but got p=%g"},
+};
+
+/* The parameter each check above tests, and whether it holds. */
+static int dist_args_ok(vnc_rng_dist d, double a, double b, double *bad) {
+  switch (d) {
+    case VNC_RNG_NORMAL: *bad = b; return b >= 0.0;
+    case VNC_RNG_EXPONENTIAL: *bad = a; return a > 0.0;
+    case VNC_RNG_CAUCHY:
+    case VNC_RNG_LOG_NORMAL: *bad = b; return b > 0.0;
+    case VNC_RNG_GEOMETRIC: *bad = a; return a > 0.0 && a < 1.0;
+    default: return 1;
+  }
+}
 
 typedef struct rng_task {
   vnc_iter it;
-  rng_kind kind;
+  int kind;          /* vnc_rng_dist or rng_extra_kind */
   uint64_t seed, offset;
-  double a, b;       /* from/to, mean/std, p, lambd */
+  double a, b;       /* from/to, mean/std, lambd, median/sigma, p */
   int64_t from;      /* random_ */
   uint64_t range;    /* random_: 0 = 2^64 */
-  atomic_int bad_p;  /* bernoulli_: a probability tensor held a value outside [0, 1] (or NaN) */
+  atomic_int bad;    /* bernoulli_/poisson: an input tensor held a value outside the domain */
 } rng_task;
 
 #define TWO_PI_F 6.2831853071795864769f
+#define PI_F 3.14159265358979323846f
+
+/* Uniform in (0, 1) from 23 bits: (k + 0.5) / 2^23 is exact in float32 and lies in
+ * [2^-24, 1 - 2^-24], so log(u) < 0 and tan(pi (u - 1/2)) stay finite (ATen's float cauchy
+ * clips to [eps, 1 - eps] for the same reason). */
+static inline float open_unit(uint32_t w) { return ((float)(w >> 9) + 0.5f) * 0x1.0p-23f; }
+/* Uniform in [0, 1) with 53 bits from two words, for poisson's double arithmetic (as CPU). */
+static inline double unit53(uint32_t hi, uint32_t lo) {
+  return (double)((((uint64_t)hi << 32) | lo) >> 11) * 0x1.0p-53;
+}
+
+/* Stores a whole number into any real dtype; integer outputs saturate at int64's range
+ * instead of the undefined conversion of a larger double. */
+static void store_count(int32_t dt, char *p, double v) {
+  if (vnc_dtype_is_floating(dt)) {
+    vnc_store_f64[dt](p, v);
+    return;
+  }
+  int64_t k = v >= 0x1.0p63 ? INT64_MAX : v <= -0x1.0p63 ? INT64_MIN : (int64_t)v;
+  vnc_store_i64[dt](p, k);
+}
+
+/* Poisson(lambda) for element `index`, as ATen's CPU sampler (Distributions.cpp): the
+ * product of uniforms (Knuth) below 10, Hoermann's transformed rejection (PTRS, "The
+ * transformed rejection method for generating Poisson random variables", 1993) from 10 on.
+ * Each rejection round takes the element's next Philox round. */
+static double sample_poisson(const rng_task *t, uint64_t index, double lambda) {
+  uint32_t w[4];
+  if (lambda == 0.0) return 0.0;
+  if (lambda < 10.0) {
+    double limit = exp(-lambda), prod = 1.0;
+    int64_t x = 0;
+    for (uint64_t round = 0;; round++) {
+      vnc_philox_element_round(t->seed, t->offset, index, round, w);
+      for (int j = 0; j < 4; j += 2) {
+        prod *= unit53(w[j], w[j + 1]);
+        if (prod <= limit) return (double)x;
+        x++;
+      }
+    }
+  }
+  double slam = sqrt(lambda), loglam = log(lambda);
+  double b = 0.931 + 2.53 * slam, a = -0.059 + 0.02483 * b;
+  double inv_alpha = 1.1239 + 1.1328 / (b - 3.4), v_r = 0.9277 - 3.6224 / (b - 2.0);
+  for (uint64_t round = 0;; round++) {
+    vnc_philox_element_round(t->seed, t->offset, index, round, w);
+    double u = unit53(w[0], w[1]) - 0.5, v = unit53(w[2], w[3]);
+    double us = 0.5 - fabs(u);
+    double k = floor((2.0 * a / us + b) * u + lambda + 0.43);
+    if (us >= 0.07 && v <= v_r) return k;
+    if (k < 0.0 || (us < 0.013 && v > us)) continue;
+    if (log(v) + log(inv_alpha) - log(a / (us * us) + b) <= -lambda + k * loglam - lgamma(k + 1.0)) return k;
+  }
+}
 
 static void rng_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {
   rng_task *t = ctx;
@@ -32,20 +114,30 @@ static void rng_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64
     char *p = data[0] + i * st[0];
     float u24 = (float)(w[0] >> 8) * 0x1.0p-24f; /* [0, 1) */
     switch (t->kind) {
-      case RNG_UNIFORM: {
+      case VNC_RNG_UNIFORM: {
         float from = (float)t->a, to = (float)t->b;
         float v = from + (to - from) * u24;
         store(p, v);
         if (vnc_load_f64[dt](p) >= t->b && t->b > t->a) store(p, t->a); /* rounding reached `to` */
         break;
       }
-      case RNG_NORMAL: {
+      case VNC_RNG_NORMAL:
+      case VNC_RNG_LOG_NORMAL: {
         float u1 = ((float)(w[0] >> 8) + 1.0f) * 0x1.0p-24f; /* (0, 1] */
         float u2 = (float)(w[1] >> 8) * 0x1.0p-24f;
-        float z = sqrtf(-2.0f * logf(u1)) * cosf(TWO_PI_F * u2);
-        store(p, (float)t->a + (float)t->b * z);
+        float z = (float)t->a + (float)t->b * sqrtf(-2.0f * logf(u1)) * cosf(TWO_PI_F * u2);
+        store(p, t->kind == VNC_RNG_NORMAL ? z : expf(z));
         break;
       }
+      case VNC_RNG_EXPONENTIAL:
+        store(p, -log1pf(-u24) / (float)t->a);
+        break;
+      case VNC_RNG_CAUCHY: /* median + sigma tan(pi (u - 1/2)), the inverse CDF */
+        store(p, (float)t->a + (float)t->b * tanf(PI_F * (open_unit(w[0]) - 0.5f)));
+        break;
+      case VNC_RNG_GEOMETRIC: /* ceil(log(u) / log(1 - p)): trials up to the first success */
+        store_count(dt, p, ceil((double)logf(open_unit(w[0])) / t->b));
+        break;
       case RNG_RANDOM: {
         uint64_t r = ((uint64_t)w[1] << 32) | w[0];
         uint64_t v = t->range ? r % t->range : r;
@@ -54,14 +146,18 @@ static void rng_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64
       }
       case RNG_BERNOULLI: {
         double prob = t->it.nops > 1 ? vnc_load_f64[t->it.dtypes[1]](data[1] + i * st[1]) : t->a;
-        if (!(prob >= 0.0 && prob <= 1.0)) atomic_store_explicit(&t->bad_p, 1, memory_order_relaxed);
+        if (!(prob >= 0.0 && prob <= 1.0)) atomic_store_explicit(&t->bad, 1, memory_order_relaxed);
         double u = (double)w[0] * 0x1.0p-32; /* [0, 1) */
         vnc_store_i64[dt](p, u < prob ? 1 : 0);
         break;
       }
-      case RNG_EXPONENTIAL: {
-        float v = -log1pf(-u24) / (float)t->a;
-        store(p, v);
+      case RNG_POISSON: {
+        double lambda = vnc_load_f64[t->it.dtypes[1]](data[1] + i * st[1]);
+        if (!(lambda >= 0.0 && lambda < INFINITY)) { /* CPU refuses < 0 and NaN (and never ends at inf) */
+          atomic_store_explicit(&t->bad, 1, memory_order_relaxed);
+          lambda = 0.0;
+        }
+        store_count(dt, p, sample_poisson(t, (uint64_t)(index + i), lambda));
         break;
       }
     }
@@ -70,12 +166,15 @@ static void rng_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64
 
 static vnc_status rng_run(void *p) {
   rng_task *t = p;
-  atomic_init(&t->bad_p, 0);
+  atomic_init(&t->bad, 0);
   vnc_iter_for_each(&t->it, rng_loop, t, 4096);
-  if (atomic_load(&t->bad_p)) /* CPU PyTorch checks each probability as it draws */
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "Expected p_in >= 0 && p_in <= 1 (a probability "
-                         "tensor holds a value outside [0, 1] or NaN)");
-  return VNC_OK;
+  if (!atomic_load(&t->bad)) return VNC_OK;
+  /* CPU PyTorch checks each probability / rate as it draws */
+  if (t->kind == RNG_POISSON)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "invalid Poisson rate, expected rate to be non-negative "
+                         "(a rate is negative or NaN; an infinite rate is refused too)");
+  return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "Expected p_in >= 0 && p_in <= 1 (a probability "
+                       "tensor holds a value outside [0, 1] or NaN)");
 }
 
 uint64_t vnc_rng_offset_increment(int64_t numel) { return ((uint64_t)numel + 3u) / 4u * 4u; }
@@ -95,16 +194,27 @@ static vnc_status launch_rng(vnc_stream *s, const char *op, rng_task *t, const v
   return vnc_launch(s, op, rng_run, t, sizeof *t, NULL);
 }
 
+vnc_status vnc_rng_draw(vnc_stream *s, const vnc_tensor *t, vnc_rng_dist dist, double a, double b,
+                        uint64_t seed, uint64_t offset) {
+  if ((unsigned)dist >= VNC_RNG_DIST_COUNT)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "vnc_rng_draw: unknown distribution %d", (int)dist);
+  double bad = 0.0;
+  if (!dist_args_ok(dist, a, b, &bad)) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, DISTS[dist].check, bad);
+  if (dist == VNC_RNG_GEOMETRIC && t->dtype == VNC_BOOL)
+    return vnc_set_error(VNC_ERR_UNSUPPORTED, "aten::geometric_ is not implemented for bool");
+  rng_task k = {.kind = (int)dist, .seed = seed, .offset = offset, .a = a, .b = b};
+  if (dist == VNC_RNG_GEOMETRIC) k.b = log1p(-a); /* the divisor, once */
+  return launch_rng(s, DISTS[dist].op, &k, t, NULL, DISTS[dist].floating_only);
+}
+
 vnc_status vnc_rng_uniform(vnc_stream *s, const vnc_tensor *t, double from, double to,
                            uint64_t seed, uint64_t offset) {
-  rng_task k = {.kind = RNG_UNIFORM, .seed = seed, .offset = offset, .a = from, .b = to};
-  return launch_rng(s, "aten::uniform_", &k, t, NULL, 1);
+  return vnc_rng_draw(s, t, VNC_RNG_UNIFORM, from, to, seed, offset);
 }
 
 vnc_status vnc_rng_normal(vnc_stream *s, const vnc_tensor *t, double mean, double std,
                           uint64_t seed, uint64_t offset) {
-  rng_task k = {.kind = RNG_NORMAL, .seed = seed, .offset = offset, .a = mean, .b = std};
-  return launch_rng(s, "aten::normal_", &k, t, NULL, 1);
+  return vnc_rng_draw(s, t, VNC_RNG_NORMAL, mean, std, seed, offset);
 }
 
 vnc_status vnc_rng_random(vnc_stream *s, const vnc_tensor *t, int64_t from, uint64_t range,
@@ -123,8 +233,11 @@ vnc_status vnc_rng_bernoulli(vnc_stream *s, const vnc_tensor *t, double p, const
 
 vnc_status vnc_rng_exponential(vnc_stream *s, const vnc_tensor *t, double lambd, uint64_t seed,
                                uint64_t offset) {
-  if (!(lambd > 0.0))
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "exponential_ expects lambda > 0.0, but found lambda=%g", lambd);
-  rng_task k = {.kind = RNG_EXPONENTIAL, .seed = seed, .offset = offset, .a = lambd};
-  return launch_rng(s, "aten::exponential_", &k, t, NULL, 1);
+  return vnc_rng_draw(s, t, VNC_RNG_EXPONENTIAL, lambd, 0.0, seed, offset);
+}
+
+vnc_status vnc_rng_poisson(vnc_stream *s, const vnc_tensor *t, const vnc_tensor *rates, uint64_t seed,
+                           uint64_t offset) {
+  rng_task k = {.kind = RNG_POISSON, .seed = seed, .offset = offset};
+  return launch_rng(s, "aten::poisson", &k, t, rates, 1);
 }
