@@ -477,22 +477,21 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   NEURON_TRACK("aten::fill_");
   unsigned char bytes[16];
   at::ScalarType st = self.scalar_type();
-  {  // float64 included: a fill stores the value's bits (exact), as copies do
-    // CPU's fill_ dtypes, with its conversion of the value: checked (out of range raises),
-    // except CPU's one-element path, which rounds a 16-bit float (too large: inf), as
-    // torch.scalar_tensor and Python scalars in where() reach it
-    const bool one = self.numel() == 1;
-    AT_DISPATCH_V2(st, "fill_", AT_WRAP([&] {
-                     scalar_t v;
-                     if constexpr (std::is_same_v<scalar_t, at::Half> || std::is_same_v<scalar_t, at::BFloat16>)
-                       v = one ? static_cast<scalar_t>(value.to<double>()) : value.to<scalar_t>();
-                     else
-                       v = value.to<scalar_t>();
-                     std::memcpy(bytes, &v, sizeof v);
-                   }),
-                   AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf,
-                   AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
-  }
+  // CPU's fill_ dtypes (float64 too: a fill stores the value, exact, as copies do), with its
+  // conversion of the value: checked (out of range raises), except CPU's one-element path,
+  // which rounds a 16-bit float (too large: inf), as torch.scalar_tensor and Python scalars in
+  // where() reach it
+  const bool one = self.numel() == 1;
+  AT_DISPATCH_V2(st, "fill_", AT_WRAP([&] {
+                   scalar_t v;
+                   if constexpr (std::is_same_v<scalar_t, at::Half> || std::is_same_v<scalar_t, at::BFloat16>)
+                     v = one ? static_cast<scalar_t>(value.to<double>()) : value.to<scalar_t>();
+                   else
+                     v = value.to<scalar_t>();
+                   std::memcpy(bytes, &v, sizeof v);
+                 }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf,
+                 AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   fill_bytes(self, bytes);
   return self;
 }
