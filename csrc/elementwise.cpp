@@ -545,7 +545,8 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
                   .build();
   if (dtype == at::kDouble) {  // a selection moves bits: float64 kept exact (its int64 view), not rounded to float32
     at::Tensor bits = out.view(at::kLong);  // (out sized and laid out by the iterator)
-    return nx_where_out(c, a.view(at::kLong), b.view(at::kLong), bits), out;
+    nx_where_out(c, a.view(at::kLong), b.view(at::kLong), bits);
+    return out;
   }
   launch_ew(iter, VNC_EW_where, no_params(), "aten::where", {}, dtype);
   return out;
