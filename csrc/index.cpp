@@ -175,6 +175,16 @@ void scatter_into(const char* op, const at::Tensor& out, int64_t dim, const at::
                {out1.stride(dim) * out1.element_size()}, dim, VNC_INDEX_RANGE_AS_INVALID, reduce);
 }
 
+// scatter_into, with 16-bit sums and products accumulated in a float32 copy of out that is
+// rounded back once (accumulates_in_float).
+void scatter_accumulating(const char* op, const at::Tensor& out, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& src, vnc_index_reduce reduce) {
+  if (!accumulates_in_float(out, reduce)) return scatter_into(op, out, dim, index, src, reduce);
+  const at::Tensor acc = out.to(at::kFloat);
+  scatter_into(op, acc, dim, index, src.to(at::kFloat), reduce);
+  out.copy_(acc);
+}
+
 // A 0-dim tensor of `like`'s dtype and device holding `value`.
 at::Tensor value_tensor(const at::Scalar& value, const at::Tensor& like) { return at::full({}, value, like.options()); }
 
@@ -233,11 +243,7 @@ struct Scatter {
                     const at::Tensor& out) {
     copy_self(self, out);
     record_native("aten::scatter");
-    const at::Tensor source = scatter_source(src, out, index);
-    if (!accumulates_in_float(out, r)) return scatter_into("aten::scatter", out, dim, index, source, r);
-    at::Tensor acc = out.to(at::kFloat);
-    scatter_into("aten::scatter", acc, dim, index, source.to(at::kFloat), r);
-    out.copy_(acc);
+    scatter_accumulating("aten::scatter", out, dim, index, scatter_source(src, out, index), r);
   }
 };
 struct ScatterAdd {
@@ -246,11 +252,7 @@ struct ScatterAdd {
                   const at::Tensor& out) {
     copy_self(self, out);
     record_native("aten::scatter_add");
-    if (!accumulates_in_float(out, VNC_REDUCE_SUM))
-      return scatter_into("aten::scatter_add", out, dim, index, src, VNC_REDUCE_SUM);
-    at::Tensor acc = out.to(at::kFloat);
-    scatter_into("aten::scatter_add", acc, dim, index, src.to(at::kFloat), VNC_REDUCE_SUM);
-    out.copy_(acc);
+    scatter_accumulating("aten::scatter_add", out, dim, index, src, VNC_REDUCE_SUM);
   }
 };
 struct ScatterReduceTwo {
