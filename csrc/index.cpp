@@ -379,16 +379,6 @@ at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {
   return at::sum(at::ne(self, 0), dims, false, at::kLong);
 }
 
-// The checks of ATen's masked_select.out: out on self's device (as every out= here), of
-// self's dtype, sharing no memory with the inputs.
-void check_select_out(const char* name, const at::Tensor& self, const at::Tensor& mask, const at::Tensor& out) {
-  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(), ", but got ",
-              out.device(), " instead (in ", name, ")");
-  at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, self);
-  at::assert_no_overlap(out, mask);
-}
-
 at::Tensor nx_masked_select(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   check_same_device("aten::masked_select", self, {&mask});

@@ -62,6 +62,10 @@ void clear_op_tracking();
 // a host tensor's memory would otherwise be read after the call returned.
 void check_same_device(const char* op, const at::Tensor& ref, std::initializer_list<const at::Tensor*> others);
 
+// The out= checks of ATen's index_select/masked_select/take: `out` on self's device, without
+// internal overlap, sharing no memory with self or `index` (the index or mask tensor).
+void check_select_out(const char* op, const at::Tensor& self, const at::Tensor& index, const at::Tensor& out);
+
 // Runs the ATen op `name`.`overload` through the visible CPU fallback on a boxed stack of
 // arguments (results replace them): for configurations a native kernel does not cover.
 void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::IValue>& stack);

@@ -658,11 +658,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
               "index_select(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "index_select(): self and result must have the same scalar type");
   check_same_device("aten::index_select", self, {&index});
-  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(), ", but got ",
-              out.device(), " instead (in aten::index_select)");
-  at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, self);
-  at::assert_no_overlap(out, index);
+  check_select_out("aten::index_select", self, index, out);
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(self.dim() == 0 || self.size(d) > 0 || index.numel() == 0,
               "index_select(): self indexing axis dim should be positive");

@@ -893,6 +893,14 @@ void check_same_device(const char* op, const at::Tensor& ref, std::initializer_l
                 t->device(), "! (in ", op, ")");
 }
 
+void check_select_out(const char* op, const at::Tensor& self, const at::Tensor& index, const at::Tensor& out) {
+  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(), ", but got ",
+              out.device(), " instead (in ", op, ")");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
+}
+
 void throw_unsupported(const std::string& msg) {
   throw UnsupportedOnNeuron({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg);
 }
