@@ -123,8 +123,16 @@ const char* aten_name(vnc_ew_op op) {
   return names[op].c_str();
 }
 
-// Scalar operand value, read from the host tensor the TensorIterator wraps.
-int32_t put_scalar(at::TensorIteratorBase& iter, int k, at::ScalarType compute, vnc_scalar_bytes& out) {
+// Whether ATen's CPU kernel reads a bfloat16/float16 op's scalar operand in float32 (its
+// opmath): mul and the divisions do (BinaryOpsKernel.cpp); every other kernel reads it
+// converted to the tensor dtype, as TensorIterator casts its inputs to the common dtype.
+bool opmath_scalar(vnc_ew_op op) {
+  return op == VNC_EW_mul || op == VNC_EW_div || op == VNC_EW_div_trunc || op == VNC_EW_div_floor;
+}
+
+// Scalar operand value, read from the host tensor the TensorIterator wraps, as ATen's CPU
+// kernel of `op` reads it (a 16-bit computation may round it first: opmath_scalar).
+int32_t put_scalar(at::TensorIteratorBase& iter, int k, vnc_ew_op op, at::ScalarType compute, vnc_scalar_bytes& out) {
   if (at::isComplexType(compute)) {
     auto v = iter.original_scalar_value<c10::complex<double>>(k);
     std::memcpy(out, &v, sizeof v);
@@ -132,6 +140,8 @@ int32_t put_scalar(at::TensorIteratorBase& iter, int k, at::ScalarType compute, 
   }
   if (at::isFloatingType(compute)) {
     double v = iter.original_scalar_value<double>(k);
+    if (at::isReducedFloatingType(compute) && !opmath_scalar(op))
+      AT_DISPATCH_REDUCED_FLOATING_TYPES(compute, "put_scalar", [&] { v = static_cast<double>(static_cast<scalar_t>(v)); });
     std::memcpy(out, &v, sizeof v);
     return VNC_FLOAT64;
   }
@@ -164,7 +174,7 @@ void launch_ew(at::TensorIteratorBase& iter, vnc_ew_op op, const vnc_ew_params& 
   for (int k = 0; k < nt; k++) {
     if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) {  // Python numbers are not float64 tensors
       mask |= 1u << k;
-      it.dtypes[k] = put_scalar(iter, k, compute, scalars[k]);
+      it.dtypes[k] = put_scalar(iter, k, op, compute, scalars[k]);
       continue;
     }
     f64 |= iter.dtype(k) == at::kDouble || iter.dtype(k) == at::kComplexDouble;
@@ -235,10 +245,15 @@ struct WithAlpha {  // add / sub: alpha
   }
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& alpha, const at::Tensor&) {
-    // alpha converted to the computation's dtype as ATen's kernels do: out of range raises
-    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, op.common_dtype(), "add",
-                                           [&] { (void)alpha.to<scalar_t>(); });
-    launch_ew(op, OP, scalar_params(alpha), aten_name(OP));
+    // alpha converted to the computation's dtype as ATen's kernels do: out of range raises,
+    // float16/bfloat16 round it (the product of two 16-bit values is exact in float32, so
+    // multiplying and adding in float32 gives ATen's fused multiply-add's result)
+    const at::ScalarType dt = op.common_dtype();
+    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, dt, "add", [&] { (void)alpha.to<scalar_t>(); });
+    vnc_ew_params p = scalar_params(alpha);
+    if (at::isReducedFloatingType(dt))
+      AT_DISPATCH_REDUCED_FLOATING_TYPES(dt, "add", [&] { p.f[0] = static_cast<double>(alpha.to<scalar_t>()); });
+    launch_ew(op, OP, p, aten_name(OP));
   }
 };
 
@@ -533,8 +548,15 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
   }
   TORCH_CHECK(c.scalar_type() == at::kBool, "where expected condition to be a boolean tensor, but got a tensor with dtype ",
               c.scalar_type());
-  at::Tensor a = self.scalar_type() == dtype ? self : self.to(dtype);
-  at::Tensor b = other.scalar_type() == dtype ? other : other.to(dtype);
+  // ATen's rule: 0-dim tensors on another device (CPU scalars) are taken. The iterator reads one
+  // as a kernel parameter; any other is moved to out's device.
+  int cpu_scalars = 0;
+  auto on_out = [&](const at::Tensor& t) {
+    return t.dim() != 0 || t.device() == out.device() || cpu_scalars++ == 0 ? t : t.to(out.device());
+  };
+  c = on_out(c);
+  at::Tensor a = on_out(self.scalar_type() == dtype ? self : self.to(dtype));
+  at::Tensor b = on_out(other.scalar_type() == dtype ? other : other.to(dtype));
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .allow_cpu_scalars(true)
@@ -543,9 +565,15 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
-  if (dtype == at::kDouble) {  // a selection moves bits: float64 kept exact (its int64 view), not rounded to float32
-    at::Tensor bits = out.view(at::kLong);  // (out sized and laid out by the iterator)
-    nx_where_out(c, a.view(at::kLong), b.view(at::kLong), bits);
+  if (dtype == at::kDouble || dtype == at::kComplexDouble) {
+    // A selection moves bits: float64 (complex128 as its float64 pairs) is kept exact through
+    // an int64 view, not rounded through float32. out was sized and laid out by the iterator.
+    const bool pairs = dtype == at::kComplexDouble;
+    auto bits = [&](const at::Tensor& t) {  // (a CPU scalar's pair view has a dimension: moved first)
+      return pairs ? at::view_as_real(t.to(out.device())).view(at::kLong) : t.view(at::kLong);
+    };
+    at::Tensor o = bits(out);
+    nx_where_out(pairs ? c.to(out.device()).unsqueeze(-1) : c, bits(a), bits(b), o);
     return out;
   }
   launch_ew(iter, VNC_EW_where, no_params(), "aten::where", {}, dtype);
@@ -553,7 +581,9 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
 }
 
 at::Tensor nx_where(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
-  at::Tensor out = at::empty({0}, self.options().dtype(at::result_type(self, other)));
+  // the output on the device of the first non-CPU argument (ATen's rule: CPU 0-dim tensors ride along)
+  const at::Device dev = !self.is_cpu() ? self.device() : !other.is_cpu() ? other.device() : cond.device();
+  at::Tensor out = at::empty({0}, self.options().dtype(at::result_type(self, other)).device(dev));
   return nx_where_out(cond, self, other, out);
 }
 

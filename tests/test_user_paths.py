@@ -410,6 +410,13 @@ def test_where_condition_and_out_dtype_as_cpu(native):
     out = torch.empty(3, device="neuron")
     torch.where(cond.bool().to("neuron"), a.to("neuron"), b.to("neuron"), out=out)
     assert torch.equal(out.cpu(), torch.where(cond.bool(), a, b))
+    # a CPU 0-dim tensor as self or other rides along (the output on the device), in each dtype path
+    for dtype in (torch.float32, torch.float64, torch.complex128):
+        x, s = torch.tensor([1.0, -2.0, 3.0], dtype=dtype), torch.tensor(9.5, dtype=dtype)
+        for args in ((x.real > 0, x, s), (x.real > 0, s, x), (x.real > 0, s, s), (torch.tensor(True), s, x)):
+            want = torch.where(*args)
+            got = torch.where(*(t.to("neuron") if t.dim() else t for t in args))
+            assert got.device.type == "neuron" and got.dtype == want.dtype and torch.equal(got.cpu(), want)
     _ran("aten::where")
 
 
@@ -633,15 +640,20 @@ def test_scalar_conversions_of_fill_where_masked_fill_as_cpu(native):
             assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
 
 
-def test_float64_selections_and_fills_are_exact(native):
-    """where, masked_fill and fill_ move float64 values without rounding them to float32
-    (selections and copies are exact; arithmetic runs as float32)."""
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_float64_selections_and_fills_are_exact(native, dtype):
+    """where, masked_fill and fill_ move float64 (and complex128) values without rounding them
+    to float32 (selections and copies are exact; arithmetic runs as float32)."""
     x = torch.tensor([1e300, 1 + 1e-12, -2.5], dtype=torch.float64)
+    big = 1e250
+    if dtype == torch.complex128:
+        x, big = torch.complex(x, x.flip(0)), complex(1e-12, 1e250)
     m = torch.tensor([True, False, True])
-    calls = [lambda t, k: torch.where(k, t, t[0]), lambda t, k: torch.where(k, t, 1e200),
-             lambda t, k: t.masked_fill(k, 1e250), lambda t, k: torch.where(k[:, None], t, t[:, None]),
-             lambda t, k: torch.full((2,), 1e300, dtype=torch.float64, device=t.device),
-             lambda t, k: torch.where(k, t.flip(0), t, out=torch.empty(3, dtype=torch.float64, device=t.device))]
+    calls = [lambda t, k: torch.where(k, t, t[0]), lambda t, k: torch.where(k, t, big),
+             lambda t, k: t.masked_fill(k, big), lambda t, k: torch.where(k[:, None], t, t[:, None]),
+             lambda t, k: torch.where(k[0], t, t.flip(0)), lambda t, k: torch.where(k, t.T, t[1:2]),
+             lambda t, k: torch.full((2,), big, dtype=dtype, device=t.device),
+             lambda t, k: torch.where(k, t.flip(0), t, out=torch.empty(3, dtype=dtype, device=t.device))]
     for call in calls:
         want, got = call(x, m), call(x.to("neuron"), m.to("neuron"))
         assert got.dtype == want.dtype and got.stride() == want.stride() and torch.equal(got.cpu(), want)
@@ -664,3 +676,42 @@ def test_half_inputs_into_a_wider_out_round_as_cpu(native):
         want = fn(x, torch.empty(0, dtype=dtype))
         got = fn(x.to("neuron"), torch.empty(0, dtype=dtype, device="neuron"))
         assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("pool", [lambda t: F.max_pool1d(t[0], 2, return_indices=True),
+                                  lambda t: F.max_pool2d(t, 2, return_indices=True),
+                                  lambda t: F.max_pool2d(t.contiguous(memory_format=torch.channels_last), 2, 1,
+                                                         return_indices=True),
+                                  lambda t: F.max_pool3d(t[None], (1, 2, 2), return_indices=True),
+                                  lambda t: F.adaptive_max_pool2d(t, 1, return_indices=True)])
+def test_max_pools_take_the_last_nan_of_a_window(native, pool):
+    """ATen's rule (val > max || isnan(val)): of several NaNs in a window the last one wins,
+    so the index and the gradient go to it."""
+    x = torch.tensor([[[[1.0, float("nan")], [float("nan"), 2.0]], [[float("nan"), 3.0], [4.0, float("nan")]]]])
+    got, want = [], []
+    for dev, res in (("cpu", want), ("neuron", got)):
+        t = x.to(dev).detach().requires_grad_()
+        y, i = pool(t)
+        y.sum().backward()  # a NaN loss; the gradient of sum is ones
+        res += [y.detach().cpu(), i.cpu(), t.grad.cpu()]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_ops_read_python_numbers_as_cpu(native, dtype):
+    """ATen's CPU kernels read a Python number (and add/sub's alpha) rounded to a 16-bit
+    tensor's dtype, except mul and the divisions, which read it in float32: equal bits, eager
+    and compiled."""
+    def f(t, u):
+        return (t + 1.3, t - 0.1, 0.7 - t, torch.add(t, u, alpha=1.3), torch.sub(t, u, alpha=0.1), t % 0.3,
+                torch.fmod(t, 0.7), t < 0.1, t >= 0.1, t == 0.1, t * 1.3, t / 0.7, t // 0.3, torch.rsub(t, 0.7, alpha=1.3),
+                torch.where(t > 0, t, 0.1), t.clamp(0.1, 0.7))
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(2048, generator=g) * 3).to(dtype), (torch.randn(2048, generator=g) * 3).to(dtype)
+    x[:4] = torch.tensor([0.1, 1.3, 0.7, 0.3]).to(dtype)
+    want = f(x, y)
+    eager = f(x.to("neuron"), y.to("neuron"))
+    compiled = torch.compile(f, backend="neuron")(x.to("neuron"), y.to("neuron"))
+    for w, e, c in zip(want, eager, compiled):
+        assert torch.equal(e.cpu(), w) and torch.equal(c.cpu(), w)

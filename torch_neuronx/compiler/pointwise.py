@@ -45,6 +45,17 @@ def _scalar_params(s) -> dict:
     return {"f": [f], "i": [i]}
 
 
+# Rows whose bfloat16/float16 kernels read a Python number in float32, as ATen's CPU kernels do
+# (mul and the divisions); every other row reads it rounded to the 16-bit dtype (eager's put_scalar).
+OPMATH_SCALAR_ROWS = frozenset({"mul", "div", "div_trunc", "div_floor"})
+REDUCED = (torch.float16, torch.bfloat16)
+
+
+def _alpha_params(alpha, dt: torch.dtype) -> dict:
+    """eager's add/sub alpha (WithAlpha): float16/bfloat16 read it rounded to ``dt``."""
+    return _scalar_params(_as_dtype(alpha, dt) if dt in REDUCED else alpha)
+
+
 def _as_dtype(v, dt: torch.dtype):
     """A Python number as ATen's CPU kernels read a Scalar argument in the compute dtype ``dt``
     (Scalar::to, c10's checked conversion, as eager's scalar_as): a negative int wraps into an
@@ -112,11 +123,11 @@ class Rules:
         for ov in ("Tensor", "Scalar"):  # the Scalar overloads are add.Tensor with a wrapped number
             for name in ("add", "sub"):
                 r[getattr(getattr(aten, name), ov)] = lambda lw, n, out, row=name: ew(
-                    lw, row, n.args[:2], out, _scalar_params(_arg(n, 2, "alpha", 1)))
+                    lw, row, n.args[:2], out, _alpha_params(_arg(n, 2, "alpha", 1), out.dtype))
         r[aten.pow.Tensor_Tensor] = lambda lw, n, out: ew(lw, "pow", n.args[:2], out)
         for ov in ("Tensor", "Scalar"):  # rsub(self, other, alpha) = other - alpha * self
             r[getattr(aten.rsub, ov)] = lambda lw, n, out: ew(
-                lw, "sub", [n.args[1], n.args[0]], out, _scalar_params(_arg(n, 2, "alpha", 1)))
+                lw, "sub", [n.args[1], n.args[0]], out, _alpha_params(_arg(n, 2, "alpha", 1), out.dtype))
         r[aten.div.Tensor_mode] = self._div_mode
         for name in COMPARE:
             packet = getattr(aten, name)
@@ -195,7 +206,10 @@ class Rules:
         compute = compute or out.dtype
         if not lw.ew_supported(row, compute):
             return None
-        return PW(row, [lw.val(a, compute) for a in args], out.dtype, compute, params or {}, tuple(out.shape))
+        ops = [lw.val(a, compute) for a in args]
+        if compute in REDUCED and row not in OPMATH_SCALAR_ROWS:  # Python numbers read in the 16-bit dtype
+            ops = [Const(x.value, compute, via=compute) if isinstance(x, Const) and x.via is None else x for x in ops]
+        return PW(row, ops, out.dtype, compute, params or {}, tuple(out.shape))
 
     def _div_mode(self, lw, n, out):
         mode = n.kwargs.get("rounding_mode")

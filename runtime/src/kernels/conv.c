@@ -464,7 +464,7 @@ static void maxpool_planes(void *ctx, int64_t a, int64_t b) {
             int64_t ix = x * p->sw - p->pw + j * p->dw;
             if (ix < 0 || ix >= p->W) continue;
             float v = in[iy * p->W + ix];
-            if (bi < 0 || (!isnan(best) && (v > best || isnan(v)))) { best = v; bi = iy * p->W + ix; }
+            if (bi < 0 || v > best || isnan(v)) { /* ATen: a later NaN takes over */ best = v; bi = iy * p->W + ix; }
           }
         }
         out[y * p->OW + x] = best;
