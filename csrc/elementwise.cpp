@@ -815,6 +815,27 @@ at::Tensor& nx_nan_to_num_(at::Tensor& self, std::optional<double> nan, std::opt
   return nx_nan_to_num_out(self, nan, posinf, neginf, self);
 }
 
+// round(decimals=d): ATen's round_decimals_kernel — x * 10^d rounded half to even, then
+// divided by 10^d (for d < 0: x / 10^-d rounded, times 10^-d), in float32 (ATen's opmath: a
+// 16-bit tensor is rounded once, at the end). Floating tensors only, as ATen.
+at::Tensor& nx_round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
+  NEURON_CHECK_SUPPORTED(at::isFloatingType(self.scalar_type()), "round(decimals) of ", self.scalar_type(),
+                         " tensors is not natively supported on neuron");  // CPU raises for those
+  TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), "result type ", self.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+  record_native("aten::round");
+  const at::Tensor x = at::isReducedFloatingType(self.scalar_type()) ? self.to(at::kFloat) : self;
+  const double p = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
+  const at::Tensor r = decimals == 0 ? at::round(x) : decimals > 0 ? at::round(x * p) / p : at::round(x / p) * p;
+  at::native::resize_output(out, self.sizes());
+  return out.copy_(r);
+}
+at::Tensor nx_round_decimals(const at::Tensor& self, int64_t decimals) {
+  at::Tensor out = at::empty_like(self);
+  return nx_round_decimals_out(self, decimals, out);
+}
+at::Tensor& nx_round_decimals_(at::Tensor& self, int64_t decimals) { return nx_round_decimals_out(self, decimals, self); }
+
 // pow with a scalar base (2 ** t): the tensor-tensor kernel with the base as a host 0-dim
 // operand of the result dtype, as ATen composes it (a base of 1 gives ones). The base converts
 // as TensorIterator casts a wrapped number, unchecked: 300 is 44 in uint8, 1e10 inf in float16.
@@ -919,6 +940,9 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("nan_to_num", TORCH_FN(nx_nan_to_num));
   m.impl("nan_to_num_", TORCH_FN(nx_nan_to_num_));
   m.impl("nan_to_num.out", TORCH_FN(nx_nan_to_num_out));
+  m.impl("round.decimals", TORCH_FN(nx_round_decimals));
+  m.impl("round_.decimals", TORCH_FN(nx_round_decimals_));
+  m.impl("round.decimals_out", TORCH_FN(nx_round_decimals_out));
   m.impl("pow.Scalar", TORCH_FN(nx_pow_scalar_base));
   m.impl("sgn", TORCH_FN(nx_sgn));
   m.impl("sgn_", TORCH_FN(nx_sgn_));

@@ -835,6 +835,23 @@ def test_unsupported_op_fails_by_default_and_falls_back_on_request(neuron):
     assert any(r["fallback"] for r in get_dynamo_metrics())
 
 
+@pytest.mark.parametrize("fn, op", [(lambda a: a.lgamma(), "aten::lgamma"), (lambda a: torch.digamma(a), "aten::digamma"),
+                                     (lambda a: torch.special.i1(a), "aten::special_i1")])
+def test_structured_op_whose_out_kernel_falls_back_is_not_native(neuron, fn, op):
+    """A structured op's functional kernel (CompositeExplicitAutogradNonFunctional) runs its
+    out= overload: where that one has no neuron kernel the op is a CPU fallback, refused by
+    default as any other, not run as a native eager step."""
+    torch._dynamo.reset()
+    x = torch.randn(4, 5, device=neuron)
+    with pytest.raises(Exception, match=op):
+        torch.compile(fn, backend="neuron")(x)
+    torch._dynamo.reset()
+    with pytest.warns(UserWarning, match=op):
+        got = torch.compile(fn, backend="neuron", options={"fallback_execution": True})(x)
+    torch.testing.assert_close(got.cpu(), fn(x.cpu()))
+    assert any(r["fallback"] for r in get_dynamo_metrics())
+
+
 def test_fallback_env_variable():
     proc = run_py("""
         import os, torch, torch_neuronx

@@ -60,6 +60,25 @@ def test_capacity_env_var():
     assert int(out) == 512 << 20
 
 
+@pytest.mark.parametrize("env,msg", [({"TORCH_NEURONX_CORE_MEMORY": "abc"}, "TORCH_NEURONX_CORE_MEMORY='abc' is not a size"),
+                                     ({"TORCH_NEURONX_CORE_MEMORY": "0"}, "TORCH_NEURONX_CORE_MEMORY='0' is not a size"),
+                                     ({"TORCH_NEURONX_NUM_THREADS": "two"}, "TORCH_NEURONX_NUM_THREADS='two' must be an integer"),
+                                     ({"TORCH_NEURONX_PLAN_CACHE_SIZE": "-3"}, "TORCH_NEURONX_PLAN_CACHE_SIZE='-3' must be"),
+                                     ({"NEURON_RT_VISIBLE_CORES": "1,1"}, "distinct cores")])
+def test_malformed_settings_raise_naming_them(env, msg):
+    """A malformed runtime setting is not ignored: using the device raises, naming it."""
+    out = run_py("""
+        import torch
+        print(torch.neuron.device_count())
+        try:
+            torch.ones(1, device="neuron")
+        except RuntimeError as e:
+            print("error:", e)
+        print(torch.ones(2).sum().item())
+    """, env=env).stdout
+    assert out.splitlines()[0] == "0" and msg in out and out.splitlines()[-1] == "2.0"
+
+
 def test_default_capacity_is_bounded_by_host_memory():
     import os
     host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

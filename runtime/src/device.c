@@ -9,7 +9,7 @@
 #include "internal.h"
 
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-static int device_total = 0;           /* visible cores; 0 if the env var is malformed */
+static int device_total = 0;           /* visible cores; 0 if a setting is malformed */
 static int physical_ids[VNC_MAX_DEVICES];
 static char table_error[256] = "";
 
@@ -46,6 +46,8 @@ static int parse_core_list(const char *s) {
     if (b < a) return -1;
     for (long v = a; v <= b; v++) {
       if (n >= VNC_MAX_DEVICES) return -1;
+      for (int i = 0; i < n; i++)
+        if (physical_ids[i] == v) return -1; /* a core listed twice */
       physical_ids[n++] = (int)v;
     }
     while (isspace((unsigned char)*p)) p++;
@@ -53,6 +55,49 @@ static int parse_core_list(const char *s) {
     else if (*p) return -1;
   }
   return n;
+}
+
+/* Parses "123", "4G", "512M", "1.5G" into bytes; 0 on error. */
+static uint64_t parse_bytes(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v <= 0) return 0;
+  double mult = 1;
+  switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+  }
+  if (toupper((unsigned char)*end) == 'I') end++;
+  if (toupper((unsigned char)*end) == 'B') end++;
+  if (*end) return 0;
+  return (uint64_t)(v * mult);
+}
+
+/* Whether the integer setting `name`, when set, lies in [lo, hi]; else the table error. */
+static int env_int_ok(const char *name, long lo, long hi) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 1;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (!*end && n >= lo && n <= hi) return 1;
+  snprintf(table_error, sizeof table_error, "%s='%s' must be an integer from %ld to %ld", name, v, lo, hi);
+  return 0;
+}
+
+/* The runtime's other settings, checked once with the device table: a malformed value makes
+ * every device use raise naming it, rather than being ignored. */
+static int settings_ok(void) {
+  const char *mem = getenv("TORCH_NEURONX_CORE_MEMORY");
+  if (mem && *mem && !parse_bytes(mem)) {
+    snprintf(table_error, sizeof table_error,
+             "TORCH_NEURONX_CORE_MEMORY='%s' is not a size such as '8G', '512M' or a byte count", mem);
+    return 0;
+  }
+  return env_int_ok("TORCH_NEURONX_NUM_THREADS", 1, 1024) &&
+         env_int_ok("TORCH_NEURONX_PLAN_CACHE_SIZE", 1, 1L << 30);
 }
 
 static void build_table(void) {
@@ -63,7 +108,7 @@ static void build_table(void) {
     if (n <= 0) {
       snprintf(table_error, sizeof table_error,
                "NEURON_RT_VISIBLE_CORES='%s' is not a core list such as '0-3' or '1,3' "
-               "(at most %d cores)", visible, VNC_MAX_DEVICES);
+               "(distinct cores, at most %d)", visible, VNC_MAX_DEVICES);
       n = 0;
     }
     device_total = n;
@@ -82,6 +127,7 @@ static void build_table(void) {
     physical_ids[0] = 0;
     physical_ids[1] = 1;
   }
+  if (device_total > 0 && !settings_ok()) device_total = 0;
   const char *lb = getenv("NEURON_LAUNCH_BLOCKING");
   launch_blocking = lb && strcmp(lb, "1") == 0;
 }
@@ -103,25 +149,6 @@ vnc_status vnc_check_device(int device) {
     return vnc_set_error(VNC_ERR_INVALID_DEVICE,
                          "invalid neuron device index %d: valid range is 0 to %d", device, n - 1);
   return VNC_OK;
-}
-
-/* Parses "123", "4G", "512M", "1.5G" into bytes; 0 on error. */
-static uint64_t parse_bytes(const char *s) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || v <= 0) return 0;
-  double mult = 1;
-  switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-  }
-  if (toupper((unsigned char)*end) == 'I') end++;
-  if (toupper((unsigned char)*end) == 'B') end++;
-  if (*end) return 0;
-  return (uint64_t)(v * mult);
 }
 
 uint64_t vnc_device_capacity(int device) {

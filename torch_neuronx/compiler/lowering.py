@@ -67,15 +67,40 @@ def _ew_support():
     return _EW_SUPPORT
 
 
+_NATIVE_KEYS = ("PrivateUse1", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+
+
 def has_native_kernel(op) -> bool:
-    """True when eager runs `op` on neuron without the CPU fallback: a PrivateUse1 kernel, or
-    a composite kernel (which calls other ops)."""
+    """True when eager runs `op` on neuron without the CPU fallback: a PrivateUse1 kernel or a
+    composite kernel (which calls other ops). A structured op's generated functional kernel
+    (CompositeExplicitAutogradNonFunctional) runs its out= overload, so counts only when that
+    overload runs natively (lgamma: no, its out= takes the fallback; view_copy ops: composites)."""
     if not isinstance(op, torch._ops.OpOverload):
         return True
     name = op.name()
-    return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, k)
-               for k in ("PrivateUse1", "CompositeExplicitAutograd", "CompositeImplicitAutograd",
-                         "CompositeExplicitAutogradNonFunctional"))
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    if any(has(name, k) for k in _NATIVE_KEYS):
+        return True
+    if not has(name, "CompositeExplicitAutogradNonFunctional"):
+        return False
+    outs = _out_overloads(op)
+    return not outs or any(has(o.name(), k) for o in outs for k in _NATIVE_KEYS)
+
+
+def _out_overloads(op) -> list:
+    """The out= overloads of `op`'s functional form (lgamma_ and lgamma: lgamma.out;
+    linalg_cholesky_ex: linalg_cholesky_ex.L): same non-out arguments, kwarg-only written outs."""
+    packet = getattr(torch.ops.aten, op.overloadpacket.__name__.rstrip("_"), None)
+    if packet is None:
+        return []
+    want = [(a.name, str(a.type)) for a in op._schema.arguments if not a.is_out]
+    found = []
+    for ov in packet.overloads():
+        o = getattr(packet, ov)
+        args = o._schema.arguments
+        if any(a.is_out for a in args) and [(a.name, str(a.type)) for a in args if not a.is_out] == want:
+            found.append(o)
+    return found
 
 
 # Views that set a lazy bit (conjugate, negative) change the values a reader sees: they are
