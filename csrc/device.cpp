@@ -324,6 +324,19 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     check(vnc_set_device(d.index()));
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override { vnc_set_device(d.index()); }
+  // torch.accelerator.get_device_capability: the dtypes neuron tensors can be allocated in and
+  // converted between (float64 stored, computed as float32; quantized and bits types: none).
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    check(vnc_check_device(index_or_current(d)));
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+    for (c10::ScalarType t : {c10::kByte, c10::kChar, c10::kShort, c10::kInt, c10::kLong, c10::kHalf, c10::kFloat,
+                              c10::kDouble, c10::kComplexHalf, c10::kComplexFloat, c10::kComplexDouble, c10::kBool,
+                              c10::kBFloat16, c10::kFloat8_e5m2, c10::kFloat8_e4m3fn, c10::kFloat8_e5m2fnuz,
+                              c10::kFloat8_e4m3fnuz, c10::kFloat8_e8m0fnu, c10::kUInt16, c10::kUInt32, c10::kUInt64})
+      cap.capability_data.capability_bits |= 1ULL << static_cast<int>(t);  // (bit = the enum's index)
+    return cap;
+  }
   c10::Stream getStream(c10::Device d) const override {
     return c10_stream_of(current_vnc_stream(index_or_current(d)));
   }

@@ -199,3 +199,17 @@ def test_spawn_child_works():
             print(q.get(timeout=120)); p.join(60)
     """).stdout.strip()
     assert out == "6.0"
+
+
+def test_accelerator_device_capability_lists_convertible_dtypes():
+    """torch.accelerator.get_device_capability: every dtype listed can be allocated on neuron
+    and converted to and from float32 (values as CPU); quantized types are not listed."""
+    caps = torch.accelerator.get_device_capability("neuron:0")["supported_dtypes"]
+    assert {torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool, torch.float8_e4m3fn} <= caps
+    assert torch.qint8 not in caps
+    for dt in caps:
+        x = torch.arange(3).to(dt)
+        back = x.to("neuron").to(torch.float32).to(dt).cpu()
+        assert back.dtype == dt and torch.equal(back.to(torch.float32), x.to(torch.float32)), dt
+    with pytest.raises(RuntimeError, match="invalid neuron device index"):
+        torch.accelerator.get_device_capability(torch.neuron.device_count())

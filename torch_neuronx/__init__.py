@@ -195,8 +195,10 @@ def get_fallback_op_count() -> int:
 
 
 def get_executed_ops() -> list[str]:
-    """Distinct ops executed by native neuron kernels (``"aten::<name>"``), sorted."""
-    return sorted(_C._executed_ops())
+    """Ops executed by native neuron kernels (``"aten::<name>"``), one entry per invocation as
+    :func:`get_fallback_ops` (grouped by name, in name order: the runtime counts invocations
+    rather than logging them; :func:`get_executed_op_counts` is the compact form)."""
+    return [name for name, n in sorted(_C._executed_ops().items()) for _ in range(n)]
 
 
 def get_executed_op_counts() -> dict[str, int]:

@@ -110,7 +110,7 @@ def check_matmul() -> Check:
     ok = (torch.allclose(out.detach().cpu(), ref.detach(), rtol=1e-5, atol=1e-5)
           and torch.allclose(da.grad.cpu(), ca.grad, rtol=1e-5, atol=1e-5))
     detail = (f"(64x48) @ (48x32) on {out.device}: max |difference| from CPU {err:.1e}, gradient {gerr:.1e}; "
-              f"native ops {', '.join(torch_neuronx.get_executed_ops())}")
+              f"native ops {', '.join(torch_neuronx.get_executed_op_counts())}")
     if not ok:
         return Check("matmul on neuron", False, detail,
                      "the device computes wrong results: rerun with NEURON_LAUNCH_BLOCKING=1 and report a bug "

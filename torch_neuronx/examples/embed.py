@@ -115,7 +115,7 @@ def run(args) -> dict:
         emb = enc()  # warm-up (first use builds kernel plans)
         if dev != "cpu":
             out["fallback_ops"] = torch_neuronx.get_fallback_ops()
-            out["native_ops"] = len(torch_neuronx.get_executed_ops())
+            out["native_ops"] = len(torch_neuronx.get_executed_op_counts())
         times = []
         for _ in range(args.repeat):
             t0 = time.perf_counter()
