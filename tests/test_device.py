@@ -213,3 +213,20 @@ def test_accelerator_device_capability_lists_convertible_dtypes():
         assert back.dtype == dt and torch.equal(back.to(torch.float32), x.to(torch.float32)), dt
     with pytest.raises(RuntimeError, match="invalid neuron device index"):
         torch.accelerator.get_device_capability(torch.neuron.device_count())
+
+
+def test_sending_a_neuron_tensor_to_another_process_raises_naming_the_remedy():
+    """torch.multiprocessing pickling of a neuron tensor (spawn arguments, queues) raises a
+    RuntimeError saying to send .cpu(); CPU tensors still go through PyTorch's shared memory."""
+    out = run_py("""
+        import torch, torch.multiprocessing as mp
+        q = mp.get_context("spawn").SimpleQueue()
+        try:
+            q.put(torch.ones(2, device="neuron"))
+        except RuntimeError as e:
+            print("refused:", e)
+        q.put(torch.ones(2))
+        print(q.get().tolist())
+    """).stdout
+    assert "refused: a neuron tensor cannot be sent to another process" in out and "tensor.cpu()" in out
+    assert out.splitlines()[-1] == "[1.0, 1.0]"

@@ -66,6 +66,7 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_storage=True, unsupported_dtype=None
     )
     _install_print_hook()
+    _refuse_sharing_between_processes()
     _follow_torch_threads()
     import atexit
 
@@ -74,6 +75,27 @@ def _register() -> None:
 
     _distributed._register_backend()
     _registered = True
+
+
+def _refuse_sharing_between_processes() -> None:
+    """Pickling a neuron tensor for another process (a torch.multiprocessing queue, spawn's
+    arguments) raises a RuntimeError naming the remedy. A virtual NeuronCore's memory belongs to
+    its process (there are no IPC handles, as CUDA has); PyTorch's own reducer would fail with
+    its internal "_share_fd_: only available on CPU". Other tensors keep PyTorch's reducer."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from torch.multiprocessing import reductions
+
+    def reduce_tensor(t):
+        if t.device.type == "neuron":
+            raise RuntimeError(
+                "a neuron tensor cannot be sent to another process: its memory belongs to this "
+                "process's virtual NeuronCore. Send tensor.cpu() and move it to the device in the "
+                "receiving process")
+        return reductions.reduce_tensor(t)
+
+    for cls in (*torch._tensor_classes, torch.Tensor, torch.nn.Parameter):
+        ForkingPickler.register(cls, reduce_tensor)
 
 
 def _flush_autograd_threads() -> None:
