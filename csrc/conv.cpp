@@ -1,10 +1,12 @@
-// Convolution, batch norm and pooling on the neuron key (runtime: vnc/conv.h). Floating 1-D,
-// 2-D and 3-D convolutions, plain and transposed, are native (with their backward); complex
-// and integer ones go through the visible CPU fallback of aten::convolution.
+// Convolution, unfold/fold (im2col/col2im), batch norm and pooling on the neuron key
+// (runtime: vnc/conv.h). Floating 1-D, 2-D and 3-D convolutions, plain and transposed, are
+// native (with their backward); complex and integer ones go through the visible CPU fallback
+// of aten::convolution.
 #include "neuron.h"
 #include "gate.h"
 #include "structured.h"
 
+#include <ATen/native/im2col_shape_check.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_meta.h>
 #include <ATen/ops/max_pool2d_with_indices_meta.h>
 #include <torch/library.h>
@@ -327,6 +329,104 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at:
   return gi;
 }
 
+// F.unfold and F.fold: aten::im2col and aten::col2im (each the other's backward in autograd's
+// formulas), with ATen's argument and shape checks; the runtime's vnc_unfold / vnc_fold.
+void check_pair(at::IntArrayRef v, const char* name) {
+  TORCH_CHECK(v.size() == 2, "It is expected ", name, " equals to 2, but got size ", v.size());
+}
+
+// N samples of C planes H x W (the image side of both ops).
+vnc_conv_params fold_params(const at::Tensor& t, int64_t N, int64_t C, int64_t H, int64_t W, at::IntArrayRef k,
+                            at::IntArrayRef dil, at::IntArrayRef pad, at::IntArrayRef stride) {
+  vnc_conv_params p{};
+  p.nspatial = 2;
+  p.N = N;
+  p.C = C;
+  p.groups = 1;
+  p.O = p.C;
+  p.dtype = dt(t);
+  for (int i = 0; i < 2; i++) {
+    p.in[i] = i == 0 ? H : W;
+    p.k[i] = k[i], p.dil[i] = dil[i], p.pad[i] = pad[i], p.stride[i] = stride[i];
+    p.out[i] = at::native::sliding_window_count(p.in[i], pad[i], dil[i], k[i], stride[i]);
+  }
+  return p;
+}
+
+// CPU's dtypes: floating, bool (native here) and complex (the visible fallback, refused before
+// anything is launched); integers raise CPU's error after its shape checks.
+void check_fold_dtype(const char* cpu_name, const at::Tensor& self) {
+  NEURON_CHECK_SUPPORTED(!self.is_complex(), "\"", cpu_name, "\" of complex tensors is not native on neuron");
+}
+void check_fold_dtype_after_shapes(const char* cpu_name, const at::Tensor& self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || self.scalar_type() == at::kBool, "\"",
+                              cpu_name, "\" not implemented for '", self.scalar_type(), "'");
+}
+
+// Resizes `out` as ATen's CPU kernels do (resize_, no warning) and runs `kernel` into it, or
+// into a contiguous temporary copied into it.
+template <class Kernel>
+void into_out(const char* op, const at::Tensor& self, at::Tensor& out, at::IntArrayRef shape, Kernel kernel) {
+  check_same_device(op, self, {&out});
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "expected scalar type ", self.scalar_type(), " but found ",
+              out.scalar_type());
+  out.resize_(shape);
+  record_native(op);
+  if (self.scalar_type() == at::kDouble) warn_float64(op);
+  at::Tensor oc = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+  c10::DeviceGuard g(self.device());
+  kernel(oc);
+  if (!oc.is_same(out)) out.copy_(oc);
+}
+
+at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef dil, at::IntArrayRef pad,
+                       at::IntArrayRef stride, at::Tensor& out) {
+  check_fold_dtype("im2col_out_cpu", self);
+  check_pair(k, "kernel_size"), check_pair(dil, "dilation"), check_pair(pad, "padding"), check_pair(stride, "stride");
+  at::native::im2col_shape_check(self, at::Tensor(), k[0], k[1], dil[0], dil[1], pad[0], pad[1], stride[0], stride[1]);
+  check_fold_dtype_after_shapes("im2col_out_cpu", self);
+  const bool batched = self.dim() == 4;
+  const at::Tensor x = batched ? self.contiguous() : self.contiguous().unsqueeze(0);
+  const vnc_conv_params p = fold_params(x, x.size(0), x.size(1), x.size(2), x.size(3), k, dil, pad, stride);
+  into_out("aten::im2col", self, out, {p.N, p.C * k[0] * k[1], p.out[0] * p.out[1]}, [&](at::Tensor& o) {
+    check(vnc_unfold(stream_of(x), "aten::im2col", &p, element_ptr(x), element_ptr(o)));
+  });
+  if (!batched) out.squeeze_(0);
+  return out;
+}
+
+at::Tensor im2col(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef dil, at::IntArrayRef pad,
+                  at::IntArrayRef stride) {
+  at::Tensor out = at::empty({0}, self.options());
+  return im2col_out(self, k, dil, pad, stride, out);
+}
+
+at::Tensor& col2im_out(const at::Tensor& self, c10::SymIntArrayRef output_size_sym, at::IntArrayRef k,
+                       at::IntArrayRef dil, at::IntArrayRef pad, at::IntArrayRef stride, at::Tensor& out) {
+  check_fold_dtype("col2im_out_cpu", self);
+  const at::IntArrayRef output_size = C10_AS_INTARRAYREF_SLOW(output_size_sym);
+  check_pair(output_size, "output_size"), check_pair(k, "kernel_size"), check_pair(dil, "dilation");
+  check_pair(pad, "padding"), check_pair(stride, "stride");
+  at::native::col2im_shape_check(self, at::Tensor(), output_size[0], output_size[1], k[0], k[1], dil[0], dil[1], pad[0],
+                                 pad[1], stride[0], stride[1]);
+  check_fold_dtype_after_shapes("col2im_out_cpu", self);
+  const bool batched = self.dim() == 3;
+  const at::Tensor col = batched ? self.contiguous() : self.contiguous().unsqueeze(0);
+  const vnc_conv_params p =
+      fold_params(col, col.size(0), col.size(1) / (k[0] * k[1]), output_size[0], output_size[1], k, dil, pad, stride);
+  into_out("aten::col2im", self, out, {p.N, p.C, output_size[0], output_size[1]}, [&](at::Tensor& o) {
+    check(vnc_fold(stream_of(col), "aten::col2im", &p, element_ptr(col), element_ptr(o)));
+  });
+  if (!batched) out.squeeze_(0);
+  return out;
+}
+
+at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef output_size, at::IntArrayRef k, at::IntArrayRef dil,
+                  at::IntArrayRef pad, at::IntArrayRef stride) {
+  at::Tensor out = at::empty({0}, self.options());
+  return col2im_out(self, output_size, k, dil, pad, stride, out);
+}
+
 }  // namespace
 
 // Native dtypes as CPU's kernels have them (batch norm, adaptive pooling and max-pool backward:
@@ -345,6 +445,11 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(max_pool2d_backward_out), kFloatingDtypes);
   m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptive_avg_pool2d), kFloatingDtypes);
   m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptive_avg_pool2d_backward), kFloatingDtypes);
+  // unfold/fold: floating and bool; complex takes the visible fallback, integers raise as on CPU
+  m.impl("im2col", TORCH_FN(im2col));
+  m.impl("im2col.out", TORCH_FN(im2col_out));
+  m.impl("col2im", TORCH_FN(col2im));
+  m.impl("col2im.out", TORCH_FN(col2im_out));
 }
 
 }  // namespace torch_neuronx

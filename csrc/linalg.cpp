@@ -1,5 +1,6 @@
 // Matrix products on the neuron key: ATen's meta functions check shapes and dtypes and
-// size the output; the runtime's vnc_gemm (OpenBLAS) computes.
+// size the output; the runtime's vnc_gemm (OpenBLAS) computes. Also torch.cdist's kernels
+// (vnc/distance.h, or the GEMM form).
 #include "neuron.h"
 #include "gate.h"
 #include "structured.h"
@@ -10,6 +11,8 @@
 #include <ATen/ops/baddbmm_meta.h>
 #include <ATen/ops/bmm_meta.h>
 #include <ATen/ops/mm_meta.h>
+#include <ATen/ExpandUtils.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 namespace torch_neuronx {
@@ -143,6 +146,109 @@ at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::T
   return result;
 }
 
+// torch.cdist's kernels, as ATen's Distance.cpp: _cdist_forward with p = 2 goes through the
+// GEMM form (_euclidean_dist, native ops) when compute_mode is 1, or 0 with more than 25 rows
+// on a side, else vnc_cdist on the batch-broadcast operands; _cdist_backward is x1's gradient
+// (autograd calls it again with the operands swapped for x2's). CPU's direct kernels are
+// float32/float64 only: other dtypes raise its NotImplementedError.
+bool cdist_by_gemm(double p, int64_t mode, int64_t r1, int64_t r2) {
+  return p == 2 && (mode == 1 || (mode == 0 && (r1 > 25 || r2 > 25)));
+}
+
+void check_cdist_direct_dtype(const char* name, const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, "\"", name,
+                              "\" not implemented for '", t.scalar_type(), "'");
+}
+
+// The batch dims of x1 and x2 broadcast: (batch sizes, product).
+std::pair<std::vector<int64_t>, int64_t> cdist_batch(const at::Tensor& x1, const at::Tensor& x2) {
+  std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  return {batch, c10::multiply_integers(batch)};
+}
+
+at::Tensor expanded(const at::Tensor& t, std::vector<int64_t> batch, int64_t product) {
+  batch.push_back(t.size(-2));
+  batch.push_back(t.size(-1));
+  return t.expand(batch).contiguous().view({product, t.size(-2), t.size(-1)});
+}
+
+at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> compute_mode) {
+  TORCH_CHECK(x1.dim() >= 2, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D");
+  TORCH_CHECK(x2.dim() >= 2, "cdist only supports at least 2D tensors, X2 got: ", x2.dim(), "D");
+  TORCH_CHECK(x1.size(-1) == x2.size(-1), "X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
+              " X2: ", x2.size(-1));
+  TORCH_CHECK(at::isFloatingType(x1.scalar_type()), "cdist only supports floating-point dtypes, X1 got: ",
+              x1.scalar_type());
+  TORCH_CHECK(at::isFloatingType(x2.scalar_type()), "cdist only supports floating-point dtypes, X2 got: ",
+              x2.scalar_type());
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  TORCH_CHECK(x1.device().type() == x2.device().type(), "X1 and X2 must have the same device type. X1: ",
+              x1.device().type(), " X2: ", x2.device().type());
+  check_same_device("aten::_cdist_forward", x1, {&x2});
+  const int64_t mode = compute_mode.value_or(0);
+  TORCH_CHECK(mode >= 0 && mode <= 2, "possible modes: 0, 1, 2, but was: ", mode);
+  const int64_t r1 = x1.size(-2), r2 = x2.size(-2), c = x1.size(-1);
+  const auto batched = cdist_batch(x1, x2);
+  const std::vector<int64_t>& batch = batched.first;
+  const int64_t product = batched.second;
+  std::vector<int64_t> shape = batch;
+  shape.push_back(r1);
+  shape.push_back(r2);
+  const bool gemm_form = cdist_by_gemm(p, mode, r1, r2);
+  if (!gemm_form) check_cdist_direct_dtype("cdist", x1);
+  if (r1 == 0 || r2 == 0 || product == 0) return at::empty(shape, x1.options());
+  if (c == 0) return at::zeros(shape, x1.options());
+  if (gemm_form) {
+    auto with_rows = [&](int64_t r) {
+      std::vector<int64_t> v = batch;
+      v.push_back(r);
+      v.push_back(c);
+      return v;
+    };
+    const at::Tensor dist = product == 1 ? at::_euclidean_dist(x1, x2)
+                                         : at::_euclidean_dist(x1.expand(with_rows(r1)), x2.expand(with_rows(r2)));
+    return dist.view(shape);
+  }
+  TORCH_CHECK(x2.scalar_type() == x1.scalar_type(), "expected scalar type ", x1.scalar_type(), " but found ",
+              x2.scalar_type());
+  record_native("aten::_cdist_forward");
+  if (x1.scalar_type() == at::kDouble) warn_float64("aten::_cdist_forward");
+  const at::Tensor a = expanded(x1, batch, product), b = expanded(x2, batch, product);
+  at::Tensor out = at::empty(shape, x1.options());
+  c10::DeviceGuard g(x1.device());
+  check(vnc_cdist(stream_of(a), "aten::_cdist_forward", product, r1, r2, c, p, static_cast<int32_t>(a.scalar_type()),
+                  element_ptr(a), element_ptr(b), element_ptr(out)));
+  return out;
+}
+
+at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
+                          const at::Tensor& cdist) {
+  const int64_t r1 = x1.size(-2), r2 = x2.size(-2), c = x1.size(-1);
+  auto batched = cdist_batch(x1, x2);
+  std::vector<int64_t>& batch = batched.first;
+  const int64_t product = batched.second;
+  if (r1 == 0 || r2 == 0 || c == 0 || product == 0) return at::zeros_like(x1);
+  check_cdist_direct_dtype("cdist_backward", x1);
+  check_same_device("aten::_cdist_backward", x1, {&x2, &grad, &cdist});
+  for (const at::Tensor* t : {&x2, &grad, &cdist})
+    TORCH_CHECK(t->scalar_type() == x1.scalar_type(), "expected scalar type ", x1.scalar_type(), " but found ",
+                t->scalar_type());
+  const at::Tensor a = expanded(x1, batch, product), b = expanded(x2, batch, product);
+  const at::Tensor go = grad.contiguous(), d = cdist.contiguous();
+  TORCH_CHECK(go.numel() == product * r1 * r2 && d.numel() == go.numel(), "_cdist_backward: grad and cdist must have ",
+              product * r1 * r2, " elements (", r1, " x ", r2, " per batch), got ", go.numel(), " and ", d.numel());
+  record_native("aten::_cdist_backward");
+  if (x1.scalar_type() == at::kDouble) warn_float64("aten::_cdist_backward");
+  at::Tensor out = at::empty({product, r1, c}, x1.options());
+  c10::DeviceGuard g(x1.device());
+  check(vnc_cdist_backward(stream_of(a), "aten::_cdist_backward", product, r1, r2, c, p,
+                           static_cast<int32_t>(a.scalar_type()), element_ptr(go), element_ptr(a), element_ptr(b),
+                           element_ptr(d), element_ptr(out)));
+  batch.push_back(r1);
+  batch.push_back(c);
+  return out.view(batch);
+}
+
 }  // namespace
 
 using T = const at::Tensor&;
@@ -167,6 +273,9 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("addmv_", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::inplace<Addmv>)), kRealDtypes);
   m.impl("addmv.out", TORCH_FN((Variants<at::meta::structured_addmv, T, T, S, S>::out<Addmv>)), kRealDtypes);
   m.impl("dot", TORCH_FN(dot), kRealDtypes);
+  // cdist: floating (16-bit ones only through the GEMM form); other dtypes raise CPU's errors
+  m.impl("_cdist_forward", TORCH_FN(cdist_forward));
+  m.impl("_cdist_backward", TORCH_FN(cdist_backward));
   m.impl("addr.out", TORCH_FN(addr_out));
 }
 

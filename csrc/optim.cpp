@@ -1,5 +1,5 @@
 // Fused optimizer ops on the neuron key (torch.optim's fused=True path): _fused_adam_,
-// _fused_adamw_, _fused_sgd_ and their tensor_lr overloads. One runtime launch
+// _fused_adamw_, _fused_sgd_, _fused_adagrad_ and their tensor_lr overloads. One runtime launch
 // (vnc/optim.h) updates the whole parameter list; device scalars (step counts, lr,
 // grad_scale, found_inf) are read when the task runs, so nothing synchronises the host.
 #include "neuron.h"
@@ -48,12 +48,14 @@ void launch(const char* op, vnc_optim_config cfg, at::TensorList params, at::Ten
     TORCH_CHECK(l.size() == n || (optional && l.empty()), op, ": ", name, " has ", l.size(),
                 " tensors, expected ", n, " (one per parameter)");
   };
+  const bool sgd = cfg.kind == VNC_OPTIM_SGD;
+  const char* m_name = sgd ? "momentum_buffer_list" : cfg.kind == VNC_OPTIM_ADAGRAD ? "state_sums" : "exp_avgs";
   same_length(grads, "grads", false);
-  same_length(m, cfg.kind == VNC_OPTIM_SGD ? "momentum_buffer_list" : "exp_avgs", cfg.kind == VNC_OPTIM_SGD);
-  same_length(v, "exp_avg_sqs", cfg.kind == VNC_OPTIM_SGD);
+  same_length(m, m_name, sgd);
+  same_length(v, "exp_avg_sqs", sgd || cfg.kind == VNC_OPTIM_ADAGRAD);
   same_length(vmax, "max_exp_avg_sqs", !cfg.amsgrad);
-  same_length(steps, "state_steps", cfg.kind == VNC_OPTIM_SGD);
-  TORCH_CHECK(cfg.kind != VNC_OPTIM_SGD || cfg.momentum == 0 || !m.empty(), op,
+  same_length(steps, "state_steps", sgd);
+  TORCH_CHECK(!sgd || cfg.momentum == 0 || !m.empty(), op,
               ": momentum_buffer_list is required when momentum != 0");
   const at::Tensor& ref = params[0];
   record_native(op);
@@ -84,7 +86,7 @@ void launch(const char* op, vnc_optim_config cfg, at::TensorList params, at::Ten
     q.numel = params[i].numel();
     q.param = ops.take(params[i], true);
     q.grad = ops.take(grads[i], cfg.grad_scale != nullptr);
-    if (!m.empty()) check_like(m[i], "exp_avgs", ref.scalar_type()), q.m = ops.take(m[i], true);
+    if (!m.empty()) check_like(m[i], m_name, ref.scalar_type()), q.m = ops.take(m[i], true);
     if (!v.empty()) check_like(v[i], "exp_avg_sqs", ref.scalar_type()), q.v = ops.take(v[i], true);
     if (!vmax.empty() && cfg.amsgrad) check_like(vmax[i], "max_exp_avg_sqs", ref.scalar_type()), q.vmax = ops.take(vmax[i], true);
     if (!steps.empty()) {
@@ -160,6 +162,32 @@ void fused_sgd_tensor_lr(at::TensorList self, at::TensorList grads, at::TensorLi
             is_first_step, grad_scale, found_inf);
 }
 
+void fused_adagrad(at::TensorList self, at::TensorList grads, at::TensorList state_sums, at::TensorList state_steps,
+                   double lr, const std::optional<at::Tensor>& lr_tensor, double lr_decay, double weight_decay,
+                   double eps, bool maximize, const std::optional<at::Tensor>& grad_scale,
+                   const std::optional<at::Tensor>& found_inf) {
+  vnc_optim_config cfg{};
+  cfg.kind = VNC_OPTIM_ADAGRAD;
+  cfg.lr = lr, cfg.lr_decay = lr_decay, cfg.weight_decay = weight_decay, cfg.eps = eps, cfg.maximize = maximize;
+  launch("aten::_fused_adagrad_", cfg, self, grads, state_sums, {}, {}, state_steps, lr_tensor, grad_scale, found_inf);
+}
+
+void fused_adagrad_float_lr(at::TensorList self, at::TensorList grads, at::TensorList state_sums,
+                            at::TensorList state_steps, double lr, double lr_decay, double weight_decay, double eps,
+                            bool maximize, const std::optional<at::Tensor>& grad_scale,
+                            const std::optional<at::Tensor>& found_inf) {
+  fused_adagrad(self, grads, state_sums, state_steps, lr, std::nullopt, lr_decay, weight_decay, eps, maximize,
+                grad_scale, found_inf);
+}
+
+void fused_adagrad_tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList state_sums,
+                             at::TensorList state_steps, const at::Tensor& lr, double lr_decay, double weight_decay,
+                             double eps, bool maximize, const std::optional<at::Tensor>& grad_scale,
+                             const std::optional<at::Tensor>& found_inf) {
+  fused_adagrad(self, grads, state_sums, state_steps, 0.0, lr, lr_decay, weight_decay, eps, maximize, grad_scale,
+                found_inf);
+}
+
 }  // namespace
 
 NEURON_LIBRARY_IMPL(m) {
@@ -169,6 +197,8 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("_fused_adamw_.tensor_lr", TORCH_FN(fused_adam_tensor_lr<true>));
   m.impl("_fused_sgd_", TORCH_FN(fused_sgd_float_lr));
   m.impl("_fused_sgd_.tensor_lr", TORCH_FN(fused_sgd_tensor_lr));
+  m.impl("_fused_adagrad_", TORCH_FN(fused_adagrad_float_lr));
+  m.impl("_fused_adagrad_.tensor_lr", TORCH_FN(fused_adagrad_tensor_lr));
 }
 
 }  // namespace torch_neuronx

@@ -218,6 +218,14 @@ at::Tensor nx_prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
   return at::prod(self.reshape({-1}), 0, false, dtype);
 }
 
+// trace: the sum of the main diagonal (a view), with ATen's checks and result dtype (integers
+// to int64, as sum). CPU's kernel takes every dtype but bool.
+at::Tensor nx_trace(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"trace\" not implemented for 'Bool'");
+  return at::sum(self.diagonal(), c10::IntArrayRef{}, false, std::nullopt);
+}
+
 // torch.equal: same sizes and every element equal (NaN is not equal to itself, as on CPU).
 bool nx_equal(const at::Tensor& self, const at::Tensor& other) {
   check_same_device("aten::equal", self, {&other});
@@ -443,6 +451,7 @@ NEURON_LIBRARY_IMPL(m) {
 
   m.impl("equal", TORCH_FN(nx_equal));
   m.impl("prod", TORCH_FN(nx_prod));
+  m.impl("trace", TORCH_FN(nx_trace));
   REG2("sum.dim_IntList", "sum.IntList_out", structured_sum_dim_IntList, SumLike<VNC_RED_SUM>, OptDims, bool, OptType)
   REG2("mean.dim", "mean.out", structured_mean_dim, SumLike<VNC_RED_MEAN>, OptDims, bool, OptType)
   REG2("prod.dim_int", "prod.int_out", structured_prod_dim_int, SumLike<VNC_RED_PROD>, int64_t, bool, OptType)

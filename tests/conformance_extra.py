@@ -99,6 +99,11 @@ def _optimizer_case(target, **kwargs) -> Case:
             fused(params, grads, m, v, [], steps, **to_device(kwargs, device))
             return params, m, v, steps
         bufs = [_t(4, 3, seed=9).to(device), _t(5, seed=10).to(device)]
+        if "adagrad" in target:  # bufs: state sums (non-negative)
+            bufs = [b.abs() for b in bufs]
+            steps = [torch.tensor(2.0, device=device), torch.tensor(5.0, device=device)]
+            fused(params, grads, bufs, steps, **to_device(kwargs, device))
+            return params, bufs, steps
         fused(params, grads, bufs, **to_device(kwargs, device))
         return params, bufs
     return Case(target, fn)
@@ -106,6 +111,10 @@ def _optimizer_case(target, **kwargs) -> Case:
 
 def _adam_kwargs(lr):
     return dict(lr=lr, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False)
+
+
+def _adagrad_kwargs(lr):
+    return dict(lr=lr, lr_decay=0.01, weight_decay=0.1, eps=1e-10, maximize=False)
 
 
 def _sgd_kwargs(lr):
@@ -203,6 +212,9 @@ def _cases() -> list[Case]:
              [1, 1], False, idx, outs=[("grad_input", F32)]),
         call("aten::avg_pool2d_backward.grad_input", _t(*aten.avg_pool2d(img, [2, 2], [2, 2], [0, 0], True).shape, seed=5),
              img, [2, 2], [2, 2], [0, 0], True, True, None, outs=[("grad_input", F32)]),
+        call("aten::im2col.out", img, [2, 3], [1, 2], [1, 0], [2, 1], outs=[("out", F32)]),
+        call("aten::col2im.out", _t(2, 12, 30, seed=12), [6, 7], [2, 2], [1, 1], [0, 0], [1, 1],
+             outs=[("out", F32)]),
         call("aten::reflection_pad2d", img, [1, 2, 2, 1]),
         call("aten::reflection_pad2d.out", img, [0, 1, 3, 2], outs=[("out", F32)]),
         call("aten::reflection_pad2d_backward", _t(2, 3, 9, 10, seed=6), img, [1, 2, 2, 1]),
@@ -256,6 +268,8 @@ def _cases() -> list[Case]:
         _optimizer_case("aten::_fused_adamw_.tensor_lr", **_adam_kwargs(torch.tensor(1e-2))),
         _optimizer_case("aten::_fused_sgd_", **_sgd_kwargs(0.1)),
         _optimizer_case("aten::_fused_sgd_.tensor_lr", **_sgd_kwargs(torch.tensor(0.1))),
+        _optimizer_case("aten::_fused_adagrad_", **_adagrad_kwargs(0.1)),
+        _optimizer_case("aten::_fused_adagrad_.tensor_lr", **_adagrad_kwargs(torch.tensor(0.1))),
     ]
     # kernels that PyTorch reaches from module code: fused RNN cells (CPU runs the unfused cell)
     # and the transformer eval fast paths

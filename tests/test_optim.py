@@ -69,7 +69,8 @@ def test_fused_adamw_with_grad_scaler_skips_inf_steps():
 
 
 @pytest.mark.parametrize("cls,kwargs", [(torch.optim.Adam, dict(lr=1e-2)), (torch.optim.AdamW, dict(lr=1e-2)),
-                                        (torch.optim.SGD, dict(lr=0.1, momentum=0.9))], ids=lambda v: getattr(v, "__name__", str(v)))
+                                        (torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+                                        (torch.optim.Adagrad, dict(lr=0.1, weight_decay=0.01))], ids=lambda v: getattr(v, "__name__", str(v)))
 def test_fused_paths_with_non_contiguous_params_and_grads(cls, kwargs):
     """channels_last parameters, and parameters whose gradient has another layout: the fused
     kernel works on contiguous copies, each held until the update is queued."""
@@ -97,6 +98,88 @@ def test_fused_paths_with_non_contiguous_params_and_grads(cls, kwargs):
     assert torch_neuronx.get_fallback_ops() == []
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+ADAGRAD = [
+    dict(lr=0.1),
+    dict(lr=0.05, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.2),
+    dict(lr=0.1, maximize=True, eps=1e-3),
+]
+
+
+@pytest.mark.parametrize("kwargs", ADAGRAD)
+@pytest.mark.parametrize("lr_kind", ["float", "cpu tensor", "device tensor"])
+def test_fused_adagrad_matches_cpu_fused(native, kwargs, lr_kind):
+    """Adagrad(fused=True): the native _fused_adagrad_ (one launch per dtype group) against
+    CPU's fused kernel, lr as a float or a tensor (on the host or the device)."""
+    def lr_for(device):
+        if lr_kind == "float":
+            return kwargs["lr"]
+        return torch.tensor(kwargs["lr"], device=device if lr_kind == "device tensor" else "cpu")
+
+    rest = {k: v for k, v in kwargs.items() if k != "lr"}
+    expected = _train("cpu", torch.optim.Adagrad, dict(rest, lr=lr_for("cpu")), dict(fused=True))
+    torch_neuronx.clear_op_tracking()
+    got = _train("neuron", torch.optim.Adagrad, dict(rest, lr=lr_for("neuron")), dict(fused=True))
+    assert "aten::_fused_adagrad_" in torch_neuronx.get_executed_ops()
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+    # the foreach path (its own roundings) agrees within tolerance
+    for g, e in zip(got, _train("cpu", torch.optim.Adagrad, dict(rest, lr=kwargs["lr"]), dict(foreach=False))):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_fused_adagrad_op_with_grad_scale_and_found_inf(native, dtype):
+    """aten::_fused_adagrad_ called directly: grad_scale divides (and is written back to) the
+    gradients, found_inf != 0 skips the step; steps read on the device; non-contiguous lists."""
+    def run(device, found):
+        gen = torch.Generator().manual_seed(0)
+        mk = lambda *s: (torch.rand(*s, generator=gen) + 0.5).to(device, dtype)  # noqa: E731 (no zero grads:
+        # CPU's vectorised 16-bit path rounds eps to 0 and gives 0/0 there)
+        params = [mk(5, 7), mk(6, 4).t(), mk(3000)]
+        grads = [mk(5, 7), mk(4, 6).t().contiguous().t(), mk(3000)]
+        sums = [mk(5, 7) * 0, mk(6, 4).t() * 0 + 0.1, mk(3000) * 0]
+        steps = [torch.tensor(float(k + 1), device=device) for k in range(3)]
+        scale = torch.tensor(4.0, device=device)
+        found_inf = torch.tensor(found, device=device)
+        torch.ops.aten._fused_adagrad_(params, grads, sums, steps, lr=0.1, lr_decay=0.05, weight_decay=0.01,
+                                       eps=1e-10, maximize=False, grad_scale=scale, found_inf=found_inf)
+        return [t.cpu() for t in params + grads + sums]
+
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype in (torch.float32, torch.float64) else dict(rtol=1e-2, atol=1e-2)
+    for found in (0.0, 1.0):
+        for got, want in zip(run("neuron", found), run("cpu", found)):
+            torch.testing.assert_close(got, want, **tol)
+
+
+def test_fused_adagrad_with_grad_scaler_skips_inf_steps(native):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2).to("neuron")
+    opt = torch.optim.Adagrad(model.parameters(), lr=0.1, fused=True)
+    scaler = torch.amp.GradScaler("neuron", init_scale=256.0)
+    before = [p.detach().cpu().clone() for p in model.parameters()]
+    x = torch.randn(3, 4, device="neuron")
+    scaler.scale(model(x).sum() * float("inf")).backward()
+    scaler.step(opt)
+    scaler.update()
+    for p, b in zip(model.parameters(), before):
+        assert torch.equal(p.detach().cpu(), b)
+    assert all(s["step"].item() == 0 for s in opt.state.values())
+    opt.zero_grad()
+    scaler.scale(model(x).sum()).backward()
+    scaler.step(opt)
+    assert not torch.equal(model.weight.detach().cpu(), before[0])
+
+
+def test_fused_adagrad_refuses_mismatched_lists():
+    p = [torch.ones(3, device="neuron")]
+    with pytest.raises(RuntimeError, match="state_sums"):
+        torch.ops.aten._fused_adagrad_(p, [torch.ones(3, device="neuron")], [], [torch.ones((), device="neuron")],
+                                       lr=0.1, lr_decay=0.0, weight_decay=0.0, eps=1e-10, maximize=False)
+    with pytest.raises(RuntimeError, match="state_steps"):
+        torch.ops.aten._fused_adagrad_(p, [torch.ones(3, device="neuron")], [torch.ones(3, device="neuron")], [],
+                                       lr=0.1, lr_decay=0.0, weight_decay=0.0, eps=1e-10, maximize=False)
 
 
 def test_grad_scaler_scale_stays_finite_as_on_cpu():

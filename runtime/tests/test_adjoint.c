@@ -4,7 +4,10 @@
  *    equals a direct sum;
  *  - resampling (linear, cubic, area, nearest, padding): the backward is the adjoint of the
  *    forward (<R x, y> == <x, R^T y>), and trilinear resampling of an affine volume is exact;
- *  - histogram bins equal a direct count; CTC loss equals the sum over every alignment. */
+ *  - histogram bins equal a direct count; CTC loss equals the sum over every alignment;
+ *  - fold is the adjoint of unfold (<unfold(x), c> == <x, fold(c)>), and unfold of an index
+ *    image holds each block's elements;
+ *  - cdist equals a direct double-precision p-norm, and its gradient a central difference. */
 #include <math.h>
 #include <stdlib.h>
 #include "check.h"
@@ -187,6 +190,78 @@ static void ctc_brute_force(void) {
   CHECK_OK(vnc_stream_synchronize(S));
 }
 
+static void unfold_fold(int64_t stride, int64_t pad, int64_t dil) {
+  vnc_conv_params p = {.nspatial = 2, .N = 2, .C = 3, .groups = 1, .dtype = VNC_FLOAT32,
+                       .in = {7, 6}, .k = {3, 2}, .stride = {stride, stride}, .pad = {pad, pad}, .dil = {dil, dil}};
+  for (int i = 0; i < 2; i++) p.out[i] = (p.in[i] + 2 * pad - dil * (p.k[i] - 1) - 1) / stride + 1;
+  const int64_t K = 6, L = p.out[0] * p.out[1], xn = 2 * 3 * 42, cn = 2 * 3 * K * L;
+  float *x = rnd(xn, 7), *c = rnd(cn, 8), *ux = malloc(sizeof(float) * cn), *fc = malloc(sizeof(float) * xn);
+  CHECK_OK(vnc_unfold(S, "unfold", &p, x, ux));
+  CHECK_OK(vnc_fold(S, "fold", &p, c, fc));
+  CHECK_OK(vnc_stream_synchronize(S));
+  const double a = dot(ux, c, cn), b = dot(x, fc, xn);
+  CHECK(fabs(a - b) <= 1e-4 * (fabs(a) + 1.0));
+  /* unfold of the index image: entry (n, c*K + (i*2 + j), oy*OW + ox) is element
+   * (oy*stride - pad + i*dil, ox*stride - pad + j*dil) of plane (n, c), or 0 outside */
+  for (int64_t e = 0; e < xn; e++) x[e] = (float)(e + 1);
+  CHECK_OK(vnc_unfold(S, "unfold", &p, x, ux));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int ok = 1;
+  for (int64_t plane = 0; plane < 6; plane++)
+    for (int64_t kk = 0; kk < K; kk++)
+      for (int64_t l = 0; l < L; l++) {
+        const int64_t y = (l / p.out[1]) * stride - pad + (kk / 2) * dil, xx = (l % p.out[1]) * stride - pad + (kk % 2) * dil;
+        const float want = y < 0 || y >= 7 || xx < 0 || xx >= 6 ? 0.0f : (float)(plane * 42 + y * 6 + xx + 1);
+        ok &= ux[(plane * K + kk) * L + l] == want;
+      }
+  CHECK(ok);
+  free(x), free(c), free(ux), free(fc);
+}
+
+/* The p-norm of a - b in double, coordinate kd of a moved by da. */
+static double norm_ref(const float *a, const float *b, int64_t m, double p, int64_t kd, double da) {
+  double agg = 0;
+  for (int64_t k = 0; k < m; k++) {
+    const double t = fabs((double)a[k] + (k == kd ? da : 0.0) - b[k]);
+    if (p == 0) agg += t != 0;
+    else if (isinf(p)) agg = t > agg ? t : agg;
+    else agg += pow(t, p);
+  }
+  return p == 0 || isinf(p) ? agg : pow(agg, 1.0 / p);
+}
+
+static void cdist_direct(double p) {
+  const int64_t B = 2, R1 = 3, R2 = 4, M = 5;
+  float *x1 = rnd(B * R1 * M, 9), *x2 = rnd(B * R2 * M, 10), *d = malloc(sizeof(float) * B * R1 * R2);
+  float *g = malloc(sizeof(float) * B * R1 * R2), *g1 = malloc(sizeof(float) * B * R1 * M);
+  CHECK_OK(vnc_cdist(S, "cdist", B, R1, R2, M, p, VNC_FLOAT32, x1, x2, d));
+  for (int64_t i = 0; i < B * R1 * R2; i++) g[i] = 1.0f;
+  CHECK_OK(vnc_cdist_backward(S, "cdist_backward", B, R1, R2, M, p, VNC_FLOAT32, g, x1, x2, d, g1));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int ok = 1;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < R1; i++)
+      for (int64_t j = 0; j < R2; j++) {
+        const double want = norm_ref(x1 + (b * R1 + i) * M, x2 + (b * R2 + j) * M, M, p, -1, 0.0);
+        ok &= fabs(d[(b * R1 + i) * R2 + j] - want) <= 1e-5 * (want + 1.0);
+      }
+  CHECK(ok);
+  /* d/dx1 of the sum of all distances, by central differences in double (p = 0: zero) */
+  ok = 1;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < R1; i++)
+      for (int64_t k = 0; k < M; k++) {
+        const float *a = x1 + (b * R1 + i) * M;
+        double sum[2] = {0, 0};
+        for (int s = 0; s < 2; s++)
+          for (int64_t j = 0; j < R2; j++) sum[s] += norm_ref(a, x2 + (b * R2 + j) * M, M, p, k, s ? 1e-6 : -1e-6);
+        const double want = p == 0 ? 0 : (sum[1] - sum[0]) / 2e-6;
+        ok &= fabs(g1[(b * R1 + i) * M + k] - want) <= 1e-3 * (fabs(want) + 1.0);
+      }
+  CHECK(ok);
+  free(x1), free(x2), free(d), free(g), free(g1);
+}
+
 int main(void) {
   CHECK_OK(vnc_stream_get(0, 0, &S));
   for (int nd = 1; nd <= 3; nd++) {
@@ -202,5 +277,9 @@ int main(void) {
   trilinear_affine();
   histogram_counts();
   ctc_brute_force();
+  unfold_fold(1, 0, 1);
+  unfold_fold(2, 1, 2);
+  const double ps[] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, INFINITY};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cdist_direct(ps[i]);
   CHECK_DONE();
 }

@@ -1,5 +1,5 @@
-/* vnc/conv.h — convolution (1-D to 3-D, plain and transposed; im2col + BLAS GEMM), batch norm,
- * max and adaptive average pooling. Tensors are contiguous; floating dtypes compute in float32
+/* vnc/conv.h — convolution (1-D to 3-D, plain and transposed; im2col + BLAS GEMM),
+ * unfold/fold, batch norm, max and adaptive average pooling. Tensors are contiguous; floating dtypes compute in float32
  * (float64 by the device rule).
  *
  * Convolution: out[n, g*Og+o, y, x] = bias[o] + sum over (c, i, j) of
@@ -39,6 +39,19 @@ vnc_status vnc_conv_forward(vnc_stream *s, const char *op, const vnc_conv_params
 vnc_status vnc_conv_backward(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *grad_out,
                              const void *input, const void *weight, void *grad_input, void *grad_weight,
                              void *grad_bias);
+
+/* Unfold (im2col, F.unfold) and fold (col2im, F.fold), each the other's adjoint, on
+ * contiguous tensors, with the convolution's geometry (nspatial, N, C, in, k, out, stride,
+ * pad, dil, dtype; O, groups and transposed are ignored):
+ *   vnc_unfold: input [N, C, in...] -> col [N, C * K, L], K = prod(k), L = prod(out),
+ *     col[n, c*K + kk, l] = input[n, c, l*stride - pad + kk*dil] (per dim; zero outside);
+ *   vnc_fold:   col [N, C * K, L] -> out [N, C, in...], the sum of the entries landing on each
+ *     element (kernel offsets in order, as ATen's col2im), zero where none does.
+ * out[i] must be (in[i] + 2 pad[i] - dil[i] (k[i] - 1) - 1) / stride[i] + 1 >= 1. Floating
+ * dtypes and bool compute in float32 (float64 by the device rule; bool's fold is a logical or,
+ * as ATen's bool +=); others: VNC_ERR_UNSUPPORTED. */
+vnc_status vnc_unfold(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *input, void *col);
+vnc_status vnc_fold(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *col, void *out);
 
 /* The 2-D plain convolution (vnc_conv_forward with nspatial = 2), kept for generated code. */
 typedef struct vnc_conv2d {

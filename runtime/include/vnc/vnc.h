@@ -24,4 +24,5 @@
 #include "embedding_bag.h"
 #include "fft.h"
 #include "ctc.h"
+#include "distance.h"
 #endif

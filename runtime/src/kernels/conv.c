@@ -1,5 +1,5 @@
-/* Convolution, 1-D to 3-D, plain and transposed (im2col + BLAS), batch norm, max and adaptive
- * average pooling (vnc/conv.h).
+/* Convolution, 1-D to 3-D, plain and transposed (im2col + BLAS), unfold/fold (its im2col and
+ * col2im on their own), batch norm, max and adaptive average pooling (vnc/conv.h).
  * Operands are converted to float32 once per task when they are not float32 already. */
 #include <math.h>
 #include <stdlib.h>
@@ -280,6 +280,82 @@ vnc_status vnc_conv_backward(vnc_stream *s, const char *op, const vnc_conv_param
   if (st != VNC_OK) return st;
   conv_task t = {.p = *p, .in = input, .w = weight, .go = grad_out, .gi = grad_input, .gw = grad_weight, .gb = grad_bias};
   return vnc_launch(s, op, conv_bwd_run, &t, sizeof t, NULL);
+}
+
+/* ---------------------------------------------------------------- unfold / fold */
+
+/* im2col (to_col) or col2im of every (sample, channel) plane: the convolution's geometry with
+ * the samples as further channels (planes are contiguous one after the other on both sides). */
+typedef struct fold_task {
+  vnc_conv_params p;
+  const void *src;
+  void *dst;
+  int to_col;
+} fold_task;
+
+static vnc_status fold_run(void *arg) {
+  fold_task *t = arg;
+  geom g = geom_of(&t->p);
+  g.Cx = t->p.N * t->p.C;
+  g.G = 1;
+  const int32_t dt = t->p.dtype;
+  const int64_t x_n = g.Cx * g.XS, col_n = g.Cx * g.K * g.YS;
+  const int64_t src_n = t->to_col ? x_n : col_n, dst_n = t->to_col ? col_n : x_n;
+  float *owned_src;
+  const float *src = as_f32(t->src, dt, src_n, &owned_src);
+  float *dst = dt == VNC_FLOAT32 ? t->dst : malloc(sizeof(float) * (size_t)(dst_n > 0 ? dst_n : 1));
+  if (!src || !dst) {
+    free(owned_src);
+    if (dst != t->dst) free(dst);
+    return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "no host memory for a float32 copy");
+  }
+  if (t->to_col) {
+    im2col(&g, (float *)src, dst);
+  } else {
+    memset(dst, 0, sizeof(float) * (size_t)dst_n);
+    col2im(&g, dst, (float *)src);
+  }
+  if (dst != t->dst) {
+    store_f32(t->dst, dt, dst, dst_n);
+    free(dst);
+  }
+  free(owned_src);
+  return VNC_OK;
+}
+
+static vnc_status fold_launch(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *src, void *dst,
+                              int to_col) {
+  vnc_conv_params q = *p;
+  q.groups = 1;
+  q.O = q.C;
+  q.transposed = 0;
+  /* bool too: its values pass float32 exactly, and fold's sum, nonzero when any term is true,
+   * stores as ATen's bool += (a logical or) */
+  vnc_conv_params checked = q;
+  if (checked.dtype == VNC_BOOL) checked.dtype = VNC_FLOAT32;
+  vnc_status st = check_conv(op, &checked);
+  if (st != VNC_OK) return st;
+  for (int i = 0; i < q.nspatial; i++) {
+    const int64_t span = q.dil[i] * (q.k[i] - 1) + 1;
+    if (q.out[i] < 1 || q.in[i] + 2 * q.pad[i] < span || (q.in[i] + 2 * q.pad[i] - span) / q.stride[i] + 1 != q.out[i])
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT,
+                           "%s: %lld sliding blocks along spatial dim %d do not fit size %lld (kernel %lld, "
+                           "dilation %lld, padding %lld, stride %lld)",
+                           op, (long long)q.out[i], i, (long long)q.in[i], (long long)q.k[i], (long long)q.dil[i],
+                           (long long)q.pad[i], (long long)q.stride[i]);
+  }
+  if (q.N < 0 || q.C < 0) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: negative batch or channel count", op);
+  if (q.N * q.C == 0) return VNC_OK;
+  fold_task t = {.p = q, .src = src, .dst = dst, .to_col = to_col};
+  return vnc_launch(s, op, fold_run, &t, sizeof t, NULL);
+}
+
+vnc_status vnc_unfold(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *input, void *col) {
+  return fold_launch(s, op, p, input, col, 1);
+}
+
+vnc_status vnc_fold(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *col, void *out) {
+  return fold_launch(s, op, p, col, out, 0);
 }
 
 /* The 2-D API (and generated code's table entries) over the N-d engine. */

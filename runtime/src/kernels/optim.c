@@ -1,6 +1,7 @@
-/* Fused optimizer steps (see vnc/optim.h). The list is cut into chunks of CHUNK elements,
- * processed in parallel; each chunk is loaded into float32 buffers, updated with the
- * foreach sequence's roundings, and stored back. */
+/* Fused optimizer steps (see vnc/optim.h): Adam, AdamW, SGD, Adagrad. The list is cut into
+ * chunks of CHUNK elements, processed in parallel; each chunk is loaded into float32 buffers,
+ * updated with the foreach sequence's roundings (Adagrad: ATen's fused kernel's), and stored
+ * back. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,9 @@ static void store(void *base, int32_t dtype, int64_t off, const float *src, int6
 
 /* Scalars of one parameter's step, rounded as the elementwise kernels round Python floats. */
 typedef struct step_scalars {
-  float decay, wd, lerp_w, beta2, one_minus_beta2, bc2_sqrt, eps, step_size; /* Adam */
+  float decay, wd, lerp_w, beta2, one_minus_beta2, bc2_sqrt, eps, step_size; /* Adam (wd, eps: Adagrad) */
   float momentum, one_minus_dampening, neg_lr;                               /* SGD */
+  float clr;                                                                 /* Adagrad */
 } step_scalars;
 
 static step_scalars scalars_for(const vnc_optim_config *c, const vnc_optim_param *p) {
@@ -40,6 +42,11 @@ static step_scalars scalars_for(const vnc_optim_config *c, const vnc_optim_param
     s.momentum = (float)c->momentum;
     s.one_minus_dampening = (float)(1.0 - c->dampening);
     s.neg_lr = (float)-lr;
+    return s;
+  }
+  if (c->kind == VNC_OPTIM_ADAGRAD) { /* ATen's fused_adagrad: clr in double, then float */
+    s.clr = (float)(lr / (1.0 + ((double)*p->step - 1.0) * c->lr_decay));
+    s.eps = (float)c->eps;
     return s;
   }
   const double t = (double)*p->step, bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
@@ -77,7 +84,9 @@ static void adam_chunk(const vnc_optim_config *c, const step_scalars *s, float *
   }
 }
 
-static void sgd_chunk(const vnc_optim_config *c, const step_scalars *s, float *p, float *g, float *m, int64_t len) {
+static void sgd_chunk(const vnc_optim_config *c, const step_scalars *s, float *p, float *g, float *m, float *v,
+                      float *vmax, int64_t len) {
+  (void)v, (void)vmax;
   for (int64_t i = 0; i < len; i++) {
     float gi = c->maximize ? -g[i] : g[i];
     if (c->weight_decay != 0) gi = gi + s->wd * p[i];
@@ -88,6 +97,31 @@ static void sgd_chunk(const vnc_optim_config *c, const step_scalars *s, float *p
     p[i] = p[i] + s->neg_lr * gi;
   }
 }
+
+static void adagrad_chunk(const vnc_optim_config *c, const step_scalars *s, float *p, float *g, float *m, float *v,
+                          float *vmax, int64_t len) {
+  (void)v, (void)vmax;
+  for (int64_t i = 0; i < len; i++) {
+    float gi = c->maximize ? -g[i] : g[i];
+    if (c->weight_decay != 0) gi = gi + p[i] * s->wd;
+    m[i] = m[i] + gi * gi;
+    p[i] = p[i] - s->clr * gi / (sqrtf(m[i]) + s->eps);
+  }
+}
+
+/* Per kind: the element update, and whether it keeps Adam's second moment (v, and vmax
+ * with amsgrad). Every kind keeps m except SGD without momentum. */
+typedef void (*chunk_fn)(const vnc_optim_config *, const step_scalars *, float *p, float *g, float *m, float *v,
+                         float *vmax, int64_t len);
+static const struct optim_kind {
+  chunk_fn update;
+  int second_moment;
+} KINDS[VNC_OPTIM_KINDS] = {
+    [VNC_OPTIM_ADAM] = {adam_chunk, 1},
+    [VNC_OPTIM_ADAMW] = {adam_chunk, 1},
+    [VNC_OPTIM_SGD] = {sgd_chunk, 0},
+    [VNC_OPTIM_ADAGRAD] = {adagrad_chunk, 0},
+};
 
 static void optim_chunks(void *ctx, int64_t c0, int64_t c1) {
   const optim_task *t = ctx;
@@ -106,14 +140,15 @@ static void optim_chunks(void *ctx, int64_t c0, int64_t c1) {
       for (int64_t i = 0; i < len; i++) g[i] = g[i] / *c->grad_scale;
       store(q->grad, gd, off, g, len);
     }
+    const struct optim_kind *kind = &KINDS[c->kind];
     const int use_m = c->kind != VNC_OPTIM_SGD || c->momentum != 0;
     if (use_m && !(c->kind == VNC_OPTIM_SGD && c->first_step)) load(m, q->m, pd, off, len);
-    if (c->kind == VNC_OPTIM_SGD) {
-      sgd_chunk(c, &s, p, g, m, len);
-    } else {
+    if (kind->second_moment) {
       load(v, q->v, pd, off, len);
       if (c->amsgrad) load(vmax, q->vmax, pd, off, len);
-      adam_chunk(c, &s, p, g, m, v, vmax, len);
+    }
+    kind->update(c, &s, p, g, m, v, vmax, len);
+    if (kind->second_moment) {
       store(q->v, pd, off, v, len);
       if (c->amsgrad) store(q->vmax, pd, off, vmax, len);
     }
@@ -133,6 +168,8 @@ static void optim_release(void *payload) { free(((optim_task *)payload)->params)
 
 vnc_status vnc_fused_optim(vnc_stream *s, const char *op, const vnc_optim_config *cfg, int64_t n,
                            const vnc_optim_param *params) {
+  if (cfg->kind < 0 || cfg->kind >= VNC_OPTIM_KINDS)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown optimizer kind %d", op, (int)cfg->kind);
   if (!vnc_dtype_is_floating(cfg->param_dtype) || !vnc_dtype_is_floating(cfg->grad_dtype))
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: parameters and gradients must be floating point, got %s and %s",
                          op, vnc_dtype_name(cfg->param_dtype), vnc_dtype_name(cfg->grad_dtype));

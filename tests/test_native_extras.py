@@ -1,0 +1,282 @@
+"""trace, F.unfold / F.fold (aten::im2col / col2im) and torch.cdist (_cdist_forward /
+_cdist_backward) run natively and match CPU PyTorch: values, gradients (torch.autograd, which
+reaches each op's backward: trace_backward's composition, col2im for im2col and the reverse,
+_cdist_backward for both operands), non-contiguous, empty and batched inputs, and CPU's
+exceptions for bad arguments."""
+import pytest
+import torch
+
+import torch_neuronx
+
+F = torch.nn.functional
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def _r(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _check(fn, *inputs, tol=TOL, grad=True):
+    """fn on CPU copies and on neuron copies of `inputs` (same dtype): result, and the
+    gradients of every floating input for a fixed weighting of the result."""
+    leaves_c = [x.clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    leaves_d = [x.to("neuron").requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    yc, yd = fn(*leaves_c), fn(*leaves_d)
+    assert yd.device.type == "neuron" and yd.dtype == yc.dtype and yd.shape == yc.shape
+    torch.testing.assert_close(yd.detach().cpu(), yc.detach(), equal_nan=True, **tol)
+    if not grad or not yc.requires_grad:
+        return yc, yd
+    w = torch.linspace(-1, 1, yc.numel()).reshape(yc.shape).to(yc.dtype)
+    (yc * w).sum().backward()
+    (yd * w.to("neuron")).sum().backward()
+    for c, d in zip(leaves_c, leaves_d):
+        if c.requires_grad:
+            torch.testing.assert_close(d.grad.cpu(), c.grad, equal_nan=True, **tol)
+    return yc, yd
+
+
+def _same_error(fn, *inputs):
+    """fn raises on CPU and on neuron the same exception type and first message line."""
+    with pytest.raises(Exception) as cpu_err:
+        fn(*inputs)
+    with pytest.raises(type(cpu_err.value)) as err:
+        fn(*[x.to("neuron") for x in inputs])
+        torch.neuron.synchronize()
+    assert str(err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+
+
+def _executed(op):
+    return op in torch_neuronx.get_executed_ops()
+
+
+# ------------------------------------------------------------------------------ trace
+
+@pytest.mark.parametrize("make", [
+    lambda: _r(5, 5), lambda: _r(3, 7), lambda: _r(7, 3),
+    lambda: _r(6, 8)[::2, 1::3],                 # strided view
+    lambda: _r(4, 6).t(),                        # transposed
+    lambda: _r(0, 3), lambda: _r(3, 0), lambda: _r(1, 1),
+], ids=["square", "wide", "tall", "strided", "transposed", "empty-rows", "empty-cols", "one"])
+def test_trace_and_gradient_match_cpu(native, make):
+    _check(torch.trace, make())
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int8,
+                                   torch.uint8, torch.int64])
+def test_trace_dtypes_match_cpu(native, dtype):
+    x = (_r(6, 5) * 10).to(dtype)
+    tol = {} if dtype.is_floating_point else dict(rtol=0, atol=0)
+    yc, yd = _check(torch.trace, x, grad=False, tol=tol)
+    assert yd.dtype == yc.dtype  # integers sum to int64, as on CPU
+
+
+def test_trace_complex_matches_cpu(native):
+    _check(torch.trace, torch.complex(_r(4, 4), _r(4, 4, seed=1)))
+
+
+def test_trace_refuses_what_cpu_refuses():
+    for x in (_r(3), _r(2, 2, 2), torch.ones(3, 3, dtype=torch.bool)):
+        _same_error(torch.trace, x)
+
+
+def test_trace_is_native(native):
+    torch_neuronx.clear_op_tracking()
+    torch.trace(_r(3, 3).to("neuron")).item()
+    assert _executed("aten::sum.dim_IntList") or _executed("aten::sum")
+
+
+# ------------------------------------------------------------------------------ unfold / fold
+
+UNFOLD_CASES = [  # input shape, kernel_size, dilation, padding, stride
+    ((2, 3, 7, 6), (3, 2), 1, 0, 1),
+    ((2, 3, 7, 6), (3, 3), (2, 1), (1, 2), (2, 3)),
+    ((3, 9, 8), 2, 1, 1, 2),                     # unbatched
+    ((1, 1, 5, 5), 5, 1, 0, 1),                  # one block
+    ((0, 2, 5, 5), 3, 1, 0, 1),                  # empty batch
+    ((2, 4, 4, 9), (1, 4), (1, 2), 0, (1, 1)),
+]
+
+
+@pytest.mark.parametrize("shape,k,d,p,s", UNFOLD_CASES)
+def test_unfold_and_gradient_match_cpu(native, shape, k, d, p, s):
+    torch_neuronx.clear_op_tracking()
+    _check(lambda x: F.unfold(x, k, dilation=d, padding=p, stride=s), _r(*shape))
+    assert _executed("aten::im2col") and (shape[0] == 0 or _executed("aten::col2im"))
+
+
+@pytest.mark.parametrize("shape,k,d,p,s", UNFOLD_CASES)
+def test_fold_and_gradient_match_cpu(native, shape, k, d, p, s):
+    """fold(unfold(x)) shapes: overlapping blocks sum, gradient is unfold."""
+    cols = F.unfold(_r(*shape), k, dilation=d, padding=p, stride=s)
+    torch_neuronx.clear_op_tracking()
+    _check(lambda c: F.fold(c, shape[-2:], k, dilation=d, padding=p, stride=s), _r(*cols.shape, seed=3))
+    assert _executed("aten::col2im") and (shape[0] == 0 or _executed("aten::im2col"))
+
+
+def test_unfold_fold_non_contiguous_and_channels_last(native):
+    x = _r(2, 3, 9, 10)[:, :, ::2, 1:]
+    _check(lambda t: F.unfold(t, 2, padding=1), x)
+    _check(lambda t: F.unfold(t, 3), _r(2, 3, 6, 6).to(memory_format=torch.channels_last))
+    c = _r(2, 12, 30).transpose(1, 2).contiguous().transpose(1, 2)  # column-major blocks
+    _check(lambda t: F.fold(t, (6, 7), 2), c)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_unfold_fold_16_bit_and_float64(native, dtype):
+    """unfold copies (exact); fold's sums run in float32, rounded once (CPU adds in the 16-bit
+    type, one rounding per term: a few units in the last place apart)."""
+    x = _r(2, 3, 6, 5, dtype=dtype)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype in (torch.float16, torch.bfloat16) else TOL
+    assert torch.equal(F.unfold(x.to("neuron"), 3, padding=1).cpu(), F.unfold(x, 3, padding=1))
+    _check(lambda t: F.unfold(t, 3, padding=1), x, tol=tol)
+    c = _r(2, 12, 42, dtype=dtype)
+    _check(lambda t: F.fold(t, (5, 6), 2, padding=1, stride=1), c, tol=tol)
+
+
+def test_unfold_fold_out_variants(native):
+    x = _r(2, 3, 6, 5)
+    aten = torch.ops.aten
+    for out_shape in [(0,), (2, 12, 20), (5, 5)]:
+        oc, od = torch.empty(out_shape), torch.empty(out_shape, device="neuron")
+        aten.im2col.out(x, [2, 2], [1, 1], [0, 0], [1, 1], out=oc)
+        aten.im2col.out(x.to("neuron"), [2, 2], [1, 1], [0, 0], [1, 1], out=od)
+        torch.testing.assert_close(od.cpu(), oc)
+    c = _r(2, 12, 20)
+    strided = torch.empty(2, 3, 6, 10, device="neuron")[..., ::2]  # right shape, other strides
+    aten.col2im.out(c.to("neuron"), [6, 5], [2, 2], [1, 1], [0, 0], [1, 1], out=strided)
+    torch.testing.assert_close(strided.cpu(), aten.col2im(c, [6, 5], [2, 2], [1, 1], [0, 0], [1, 1]))
+
+
+def test_unfold_fold_bool_native(native):
+    """bool: unfold copies, fold's overlapping blocks combine as ATen's bool += (a logical or)."""
+    x = torch.rand(2, 2, 5, 4, generator=torch.Generator().manual_seed(0)) > 0.5
+    assert torch.equal(F.unfold(x.to("neuron"), 2, padding=1).cpu(), F.unfold(x, 2, padding=1))
+    c = torch.rand(2, 8, 12, generator=torch.Generator().manual_seed(1)) > 0.7
+    assert torch.equal(F.fold(c.to("neuron"), (4, 5), 2).cpu(), F.fold(c, (4, 5), 2))
+
+
+def test_unfold_fold_complex_take_the_visible_fallback():
+    torch_neuronx.clear_op_tracking()
+    x = torch.complex(_r(1, 2, 4, 4), _r(1, 2, 4, 4, seed=1))
+    assert torch.equal(F.unfold(x.to("neuron"), 2).cpu(), F.unfold(x, 2))
+    assert "aten::im2col" in torch_neuronx.get_fallback_ops()
+
+
+@pytest.mark.parametrize("call,shape", [
+    (lambda x: F.unfold(x, 0), (1, 2, 4, 4)),
+    (lambda x: F.unfold(x, 2, stride=0), (1, 2, 4, 4)),
+    (lambda x: F.unfold(x, 2, dilation=0), (1, 2, 4, 4)),
+    (lambda x: F.unfold(x, 2, padding=-1), (1, 2, 4, 4)),
+    (lambda x: F.unfold(x, 5), (1, 2, 4, 4)),
+    (lambda x: torch.ops.aten.im2col(x, [2], [1, 1], [0, 0], [1, 1]), (1, 2, 4, 4)),
+    (lambda x: torch.ops.aten.im2col(x, [2, 2], [1, 1], [0, 0], [1, 1]), (2, 4, 4)[:2]),
+    (lambda x: torch.ops.aten.im2col(x, [2, 2], [1, 1], [0, 0], [1, 1]), (1, 0, 4, 4)),
+    (lambda x: torch.ops.aten.im2col(x.long(), [2, 2], [1, 1], [0, 0], [1, 1]), (1, 2, 4, 4)),
+    (lambda x: F.unfold(x.int(), 5), (1, 2, 4, 4)),                  # the shape check comes first
+    (lambda x: F.fold(x.to(torch.uint8), (4, 4), 2), (1, 8, 9)),
+    (lambda x: F.fold(x, (4, 4), 2), (1, 7, 9)),
+    (lambda x: F.fold(x, (4, 4), 2), (1, 8, 8)),
+    (lambda x: F.fold(x, (4, 4), 0), (1, 8, 9)),
+    (lambda x: F.fold(x, (4, 4), 2, stride=0), (1, 8, 9)),
+    (lambda x: F.fold(x, (1, 1), 2), (1, 8, 9)),
+    (lambda x: torch.ops.aten.col2im(x, [4], [2, 2], [1, 1], [0, 0], [1, 1]), (1, 8, 9)),
+    (lambda x: torch.ops.aten.col2im(x, [4, 4], [2, 2], [1, 1], [0, 0], [1, 1]), (8,)),
+], ids=lambda v: str(v) if isinstance(v, tuple) else "")
+def test_unfold_fold_refuse_what_cpu_refuses(call, shape):
+    torch_neuronx.clear_op_tracking()
+    _same_error(call, _r(*shape))
+    assert torch_neuronx.get_fallback_ops() == []  # refused natively, as CPU refuses
+
+
+# ------------------------------------------------------------------------------ cdist
+
+P_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")]
+
+
+def _with_ties(*shape, seed=0):
+    """Rows with repeated coordinates, so zero differences and zero distances occur."""
+    return torch.randint(-2, 3, shape, generator=torch.Generator().manual_seed(seed)).float()
+
+
+@pytest.mark.parametrize("p", P_VALUES)
+@pytest.mark.parametrize("mode", [None, "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"])
+def test_cdist_and_gradients_match_cpu(native, p, mode):
+    kw = {} if mode is None else dict(compute_mode=mode)
+    _check(lambda a, b: torch.cdist(a, b, p, **kw), _r(5, 4), _r(7, 4, seed=1), tol=dict(rtol=1e-4, atol=1e-4))
+
+
+@pytest.mark.parametrize("p", P_VALUES)
+def test_cdist_gemm_threshold_and_batches(native, p):
+    """More than 25 rows: p = 2 takes the GEMM form (as CPU's use_mm_for_euclid_dist rule);
+    batch dims broadcast."""
+    tol = dict(rtol=1e-4, atol=1e-4)
+    _check(lambda a, b: torch.cdist(a, b, p), _r(30, 3), _r(4, 3, seed=1), tol=tol)
+    _check(lambda a, b: torch.cdist(a, b, p), _r(2, 1, 6, 5), _r(3, 4, 5, seed=1), tol=tol)
+
+
+@pytest.mark.parametrize("p", P_VALUES)
+def test_cdist_zero_distances_and_ties(native, p):
+    a, b = _with_ties(6, 3), _with_ties(5, 3, seed=1)
+    b[0] = a[0]  # a zero distance
+    _check(lambda x, y: torch.cdist(x, y, p, compute_mode="donot_use_mm_for_euclid_dist"), a, b,
+           tol=dict(rtol=1e-4, atol=1e-4))
+
+
+def test_cdist_odd_inputs(native):
+    tol = dict(rtol=1e-4, atol=1e-4)
+    for p in (1.0, 2.0, 3.0):
+        _check(lambda a, b: torch.cdist(a, b, p), _r(8, 5)[::2, 1:], _r(4, 3).t(), tol=tol)   # non-contiguous
+        _check(lambda a, b: torch.cdist(a, b, p), _r(0, 3), _r(4, 3), tol=tol)                 # empty
+        _check(lambda a, b: torch.cdist(a, b, p), _r(3, 0), _r(4, 0), tol=tol)                 # no coordinates
+        _check(lambda a, b: torch.cdist(a, b, p), _r(0, 3, 4), _r(1, 2, 4), tol=tol)           # empty batch
+    _check(lambda a, b: torch.cdist(a, b, 1.0), _r(3, 4, dtype=torch.float64), _r(2, 4, dtype=torch.float64))
+
+
+def test_cdist_ops_directly(native):
+    """_cdist_forward with each compute mode, and _cdist_backward, as autograd calls them."""
+    aten = torch.ops.aten
+    a, b = _r(2, 5, 3), _r(2, 4, 3, seed=1)
+    for p in P_VALUES:
+        for mode in (None, 0, 1, 2):
+            dc = aten._cdist_forward(a, b, p, mode)
+            dd = aten._cdist_forward(a.to("neuron"), b.to("neuron"), p, mode)
+            torch.testing.assert_close(dd.cpu(), dc, rtol=1e-4, atol=1e-4)
+        g = _r(2, 5, 4, seed=2).transpose(1, 2).contiguous().transpose(1, 2)  # non-contiguous grad
+        dc = aten._cdist_forward(a, b, p, 2)
+        expected = aten._cdist_backward(g, a, b, p, dc)
+        actual = aten._cdist_backward(g.to("neuron"), a.to("neuron"), b.to("neuron"), p, dc.to("neuron"))
+        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cdist_16_bit_as_cpu(dtype):
+    """CPU computes 16-bit cdist only through the GEMM form (p = 2); the direct kernel raises."""
+    a, b = _r(30, 4, dtype=dtype), _r(6, 4, seed=1, dtype=dtype)
+    torch_neuronx.clear_op_tracking()
+    torch.testing.assert_close(torch.cdist(a.to("neuron"), b.to("neuron")).cpu(), torch.cdist(a, b),
+                               rtol=2e-2, atol=2e-2)
+    assert torch_neuronx.get_fallback_ops() == []
+    _same_error(lambda x, y: torch.cdist(x, y, 1.0), a, b)
+    _same_error(lambda x, y: torch.cdist(x, y, 2.0, compute_mode="donot_use_mm_for_euclid_dist"), a, b)
+
+
+@pytest.mark.parametrize("call,shapes", [
+    (lambda a, b: torch.cdist(a, b, -1.0), ((3, 4), (5, 4))),
+    (lambda a, b: torch.cdist(a, b), ((3, 4), (5, 3))),
+    (lambda a, b: torch.ops.aten._cdist_forward(a, b, 1.0, 3), ((3, 4), (5, 4))),
+    (lambda a, b: torch.ops.aten._cdist_forward(a, b, 1.0, None), ((4,), (5, 4))),
+    (lambda a, b: torch.ops.aten._cdist_forward(a.int(), b.int(), 1.0, None), ((3, 4), (5, 4))),
+    (lambda a, b: torch.ops.aten._cdist_forward(a.double(), b, 1.0, None), ((3, 4), (5, 4))),
+    (lambda a, b: torch.cdist(a, b), ((2, 3, 4), (3, 5, 4))),
+    (lambda a, b: torch.cdist(a.int(), b.int()), ((3, 4), (5, 4))),
+    (lambda a, b: torch.cdist(a.to(torch.complex64), b.to(torch.complex64)), ((3, 4), (5, 4))),
+    (lambda a, b: torch.cdist(a.bool(), b.bool(), 1.0), ((3, 4), (5, 4))),
+    (lambda a, b: torch.ops.aten._cdist_backward(a[:, :2].half(), a.half(), b[:2].half(), 1.0, a[:, :2].half()),
+     ((3, 4), (5, 4))),
+    (lambda a, b: torch.ops.aten._cdist_backward(a[:, :2].long(), a.long(), b[:2].long(), 1.0, a[:, :2].long()),
+     ((3, 4), (5, 4))),
+])
+def test_cdist_refuses_what_cpu_refuses(call, shapes):
+    torch_neuronx.clear_op_tracking()
+    _same_error(call, *[_r(*s) for s in shapes])
+    assert torch_neuronx.get_fallback_ops() == []  # refused natively, as CPU refuses
