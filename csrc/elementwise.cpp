@@ -236,8 +236,8 @@ struct WithAlpha {  // add / sub: alpha
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, const at::Scalar& alpha, const at::Tensor&) {
     // alpha converted to the computation's dtype as ATen's kernels do: out of range raises
-    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, op.common_dtype(), "add",
-                                           [&] { (void)alpha.to<scalar_t>(); });
+    AT_DISPATCH_V2(op.common_dtype(), "add", AT_WRAP([&] { (void)alpha.to<scalar_t>(); }),
+                   AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf);
     launch_ew(op, OP, scalar_params(alpha), aten_name(OP));
   }
 };
@@ -543,9 +543,16 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
-  if (dtype == at::kDouble) {  // a selection moves bits: float64 kept exact (its int64 view), not rounded to float32
-    at::Tensor bits = out.view(at::kLong);  // (out sized and laid out by the iterator)
-    nx_where_out(c, a.view(at::kLong), b.view(at::kLong), bits);
+  // A selection moves bits: float64 kept exact (its int64 view), not rounded to float32, and the
+  // dtypes the device only stores (float8, uint16-64, bits, float4) selected as the integers of
+  // their width.
+  if (dtype == at::kDouble || in_set(kStoredOnlyDtypes, dtype)) {
+    const at::ScalarType as = c10::elementSize(dtype) == 1   ? at::kByte
+                              : c10::elementSize(dtype) == 2 ? at::kShort
+                              : c10::elementSize(dtype) == 4 ? at::kInt
+                                                             : at::kLong;
+    at::Tensor bits = out.view(as);  // (out sized and laid out by the iterator)
+    nx_where_out(c, a.view(as), b.view(as), bits);
     return out;
   }
   launch_ew(iter, VNC_EW_where, no_params(), "aten::where", {}, dtype);
@@ -909,8 +916,8 @@ NEURON_LIBRARY_IMPL(m) {
   REG3("addcdiv", "addcdiv_", "addcdiv.out", structured_addcdiv, OneScalar<VNC_EW_addcdiv>, T, T, S)
   m.impl("relu", TORCH_FN(nx_relu));
   m.impl("relu_", TORCH_FN(nx_relu_));
-  m.impl("where.self", TORCH_FN(nx_where));
-  m.impl("where.self_out", TORCH_FN(nx_where_out));
+  m.impl("where.self", TORCH_FN(nx_where), kAnyDtype);  // (the first tensor is the condition)
+  m.impl("where.self_out", TORCH_FN(nx_where_out), kAnyDtype);
   m.impl("logical_and", TORCH_FN(nx_logical<VNC_EW_logical_and>));
   m.impl("logical_and_", TORCH_FN(nx_logical_<VNC_EW_logical_and>));
   m.impl("logical_and.out", TORCH_FN(nx_logical_out<VNC_EW_logical_and>));

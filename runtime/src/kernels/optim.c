@@ -133,6 +133,7 @@ static void optim_release(void *payload) { free(((optim_task *)payload)->params)
 
 vnc_status vnc_fused_optim(vnc_stream *s, const char *op, const vnc_optim_config *cfg, int64_t n,
                            const vnc_optim_param *params) {
+  VNC_CHECK_COMPUTED(op, cfg->param_dtype, cfg->grad_dtype);
   if (!vnc_dtype_is_floating(cfg->param_dtype) || !vnc_dtype_is_floating(cfg->grad_dtype))
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: parameters and gradients must be floating point, got %s and %s",
                          op, vnc_dtype_name(cfg->param_dtype), vnc_dtype_name(cfg->grad_dtype));
