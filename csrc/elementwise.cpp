@@ -249,7 +249,8 @@ struct WithAlpha {  // add / sub: alpha
     // float16/bfloat16 round it (the product of two 16-bit values is exact in float32, so
     // multiplying and adding in float32 gives ATen's fused multiply-add's result)
     const at::ScalarType dt = op.common_dtype();
-    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, dt, "add", [&] { (void)alpha.to<scalar_t>(); });
+    AT_DISPATCH_V2(dt, "add", AT_WRAP([&] { (void)alpha.to<scalar_t>(); }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf,
+                   at::kBFloat16, at::kBool, at::kComplexHalf);
     vnc_ew_params p = scalar_params(alpha);
     if (at::isReducedFloatingType(dt))
       AT_DISPATCH_REDUCED_FLOATING_TYPES(dt, "add", [&] { p.f[0] = static_cast<double>(alpha.to<scalar_t>()); });
@@ -565,15 +566,24 @@ at::Tensor& nx_where_out(const at::Tensor& cond, const at::Tensor& self, const a
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
-  if (dtype == at::kDouble || dtype == at::kComplexDouble) {
-    // A selection moves bits: float64 (complex128 as its float64 pairs) is kept exact through
-    // an int64 view, not rounded through float32. out was sized and laid out by the iterator.
-    const bool pairs = dtype == at::kComplexDouble;
+  // A selection moves bits: float64 kept exact (its int64 view), not rounded to float32;
+  // complex128 as its float64 pairs; the dtypes the device only stores (float8, uint16-64, bits,
+  // float4) selected as the integers of their width.
+  if (dtype == at::kComplexDouble) {
     auto bits = [&](const at::Tensor& t) {  // (a CPU scalar's pair view has a dimension: moved first)
-      return pairs ? at::view_as_real(t.to(out.device())).view(at::kLong) : t.view(at::kLong);
+      return at::view_as_real(t.to(out.device())).view(at::kLong);
     };
-    at::Tensor o = bits(out);
-    nx_where_out(pairs ? c.to(out.device()).unsqueeze(-1) : c, bits(a), bits(b), o);
+    at::Tensor o = bits(out);  // (out sized and laid out by the iterator)
+    nx_where_out(c.to(out.device()).unsqueeze(-1), bits(a), bits(b), o);
+    return out;
+  }
+  if (dtype == at::kDouble || in_set(kStoredOnlyDtypes, dtype)) {
+    const at::ScalarType as = c10::elementSize(dtype) == 1   ? at::kByte
+                              : c10::elementSize(dtype) == 2 ? at::kShort
+                              : c10::elementSize(dtype) == 4 ? at::kInt
+                                                             : at::kLong;
+    at::Tensor bits = out.view(as);  // (out sized and laid out by the iterator)
+    nx_where_out(c, a.view(as), b.view(as), bits);
     return out;
   }
   launch_ew(iter, VNC_EW_where, no_params(), "aten::where", {}, dtype);
@@ -963,8 +973,8 @@ NEURON_LIBRARY_IMPL(m) {
   REG3("addcdiv", "addcdiv_", "addcdiv.out", structured_addcdiv, OneScalar<VNC_EW_addcdiv>, T, T, S)
   m.impl("relu", TORCH_FN(nx_relu));
   m.impl("relu_", TORCH_FN(nx_relu_));
-  m.impl("where.self", TORCH_FN(nx_where));
-  m.impl("where.self_out", TORCH_FN(nx_where_out));
+  m.impl("where.self", TORCH_FN(nx_where), kAnyDtype);  // (the first tensor is the condition)
+  m.impl("where.self_out", TORCH_FN(nx_where_out), kAnyDtype);
   m.impl("logical_and", TORCH_FN(nx_logical<VNC_EW_logical_and>));
   m.impl("logical_and_", TORCH_FN(nx_logical_<VNC_EW_logical_and>));
   m.impl("logical_and.out", TORCH_FN(nx_logical_out<VNC_EW_logical_and>));

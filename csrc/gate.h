@@ -61,14 +61,41 @@ c10::OperatorHandle aten_op(const std::string& schema_name);
 
 // A set of dtypes (bit k = at::ScalarType k): the dtypes a kernel runs natively, declared where it
 // is registered. The gate hands calls whose first tensor argument has another dtype to the CPU
-// fallback (which computes, or raises as CPU raises).
+// fallback (which computes, or raises as CPU raises), and calls in which any tensor argument has
+// a dtype neither in the set nor computed by the runtime (below).
 using DtypeSet = uint64_t;
 constexpr DtypeSet dtype_set(std::initializer_list<at::ScalarType> types) {
   DtypeSet s = 0;
   for (at::ScalarType t : types) s |= DtypeSet{1} << static_cast<int>(t);
   return s;
 }
+static_assert(static_cast<int>(at::ScalarType::NumOptions) <= 64, "a DtypeSet has a bit per dtype");
+// Every dtype; the gate checks nothing (kernels that only look at or move storage: views,
+// creation, copies, fills, each handling every dtype itself).
 constexpr DtypeSet kAnyDtype = ~DtypeSet{0};
+// The dtypes the runtime computes with (vnc_dtype_size != 0), the default native set.
+constexpr DtypeSet kComputedDtypes =
+    dtype_set({at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf, at::kFloat, at::kDouble,
+               at::kComplexHalf, at::kComplexFloat, at::kComplexDouble, at::kBool, at::kBFloat16});
+// The dtypes the device stores but does not compute with (the runtime has no conversion or
+// arithmetic loop for them, vnc_check_computed): float8, float4, uint16 to uint64, bits. CPU
+// PyTorch's support for them differs per op (and for some ops per shape), so a kernel runs
+// them natively only where it declares them, and declares only those CPU accepts for every
+// input of the op; any other call holding one (in any tensor argument) goes to the CPU
+// fallback, whose result or error is CPU's. So do dtypes outside both sets (the int1-7 and
+// uint1-7 shells).
+constexpr DtypeSet kFloat8Dtypes = dtype_set({at::kFloat8_e5m2, at::kFloat8_e4m3fn, at::kFloat8_e5m2fnuz,
+                                              at::kFloat8_e4m3fnuz, at::kFloat8_e8m0fnu});  // AT_FLOAT8_TYPES
+constexpr DtypeSet kUnsignedWideDtypes = dtype_set({at::kUInt16, at::kUInt32, at::kUInt64});  // AT_BAREBONES_UNSIGNED_TYPES
+constexpr DtypeSet kBitsDtypes = dtype_set({at::kBits1x8, at::kBits2x4, at::kBits4x2, at::kBits8, at::kBits16});
+constexpr DtypeSet kStoredOnlyDtypes =
+    kFloat8Dtypes | kUnsignedWideDtypes | kBitsDtypes | dtype_set({at::kFloat4_e2m1fn_x2});
+// For ops that only move elements (copies into slices), which CPU runs for every dtype but
+// float4 whatever the input's layout.
+constexpr DtypeSet kMovedDtypes = kComputedDtypes | kFloat8Dtypes | kUnsignedWideDtypes | kBitsDtypes;
+// kComputedDtypes without complex32, for the ops CPU implements without it (gather, scatter,
+// take, masked_scatter_, flip).
+constexpr DtypeSet kComputedNoComplexHalf = kComputedDtypes & ~dtype_set({at::kComplexHalf});
 constexpr DtypeSet kFloatingDtypes = dtype_set({at::kFloat, at::kDouble, at::kHalf, at::kBFloat16});
 constexpr DtypeSet kIntegralDtypes = dtype_set({at::kByte, at::kChar, at::kShort, at::kInt, at::kLong});
 constexpr DtypeSet kRealDtypes = kFloatingDtypes | kIntegralDtypes;  // no bool, no complex
@@ -86,6 +113,35 @@ inline std::atomic<bool> g_coverage_on{false};
 void note_reached(const std::string& schema_name);
 // Schema names noted since the last call ("aten::add.Tensor"); clears the record.
 std::vector<std::string> take_reached();
+
+// The first dtype in `s` among a tensor argument's tensors (a tensor, an optional one, or a list
+// of them), or Undefined.
+inline at::ScalarType dtype_in(DtypeSet s, const at::Tensor& t) {
+  return t.defined() && in_set(s, t.scalar_type()) ? t.scalar_type() : at::ScalarType::Undefined;
+}
+template <class A>
+at::ScalarType dtype_in(DtypeSet s, const A& a) {
+  using T = std::decay_t<A>;
+  if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
+    return a ? dtype_in(s, *a) : at::ScalarType::Undefined;
+  } else if constexpr (std::is_same_v<T, at::TensorList> || std::is_same_v<T, at::ITensorListRef>) {
+    for (const at::Tensor& t : a)
+      if (dtype_in(s, t) != at::ScalarType::Undefined) return t.scalar_type();
+  } else if constexpr (std::is_same_v<T, c10::List<std::optional<at::Tensor>>>) {
+    for (size_t k = 0; k < a.size(); k++) {
+      const std::optional<at::Tensor> t = a.get(k);
+      if (t && dtype_in(s, *t) != at::ScalarType::Undefined) return t->scalar_type();
+    }
+  }
+  return at::ScalarType::Undefined;
+}
+// The first dtype in `s` among all tensor arguments, or Undefined.
+template <class... Args>
+at::ScalarType first_dtype_in(DtypeSet s, const Args&... args) {
+  at::ScalarType found = at::ScalarType::Undefined;
+  ((found = found != at::ScalarType::Undefined ? found : dtype_in(s, args)), ...);
+  return found;
+}
 
 // The dtype of the first tensor argument (Undefined if none).
 inline at::ScalarType first_tensor_dtype() { return at::ScalarType::Undefined; }
@@ -110,8 +166,8 @@ struct Gate<Ret(Args...), func> {
   }
 
   // The kernel as registered: `func`, or the CPU fallback of `schema_name` if the first tensor
-  // argument's dtype is not in `native`, or if func throws UnsupportedOnNeuron before launching
-  // any work.
+  // argument's dtype is not in `native`, or any tensor argument has a dtype neither in `native`
+  // nor computed by the runtime, or if func throws UnsupportedOnNeuron before launching any work.
   static auto kernel(std::string schema_name, DtypeSet native) {
     return [schema_name, native](Args... args) -> Ret {
       if (C10_UNLIKELY(g_coverage_on.load(std::memory_order_relaxed))) note_reached(schema_name);
@@ -119,6 +175,9 @@ struct Gate<Ret(Args...), func> {
         const at::ScalarType dt = first_tensor_dtype(args...);
         if (dt != at::ScalarType::Undefined && !in_set(native, dt))
           return fallback(schema_name, c10::str("no native kernel for ", dt), args...);
+        const at::ScalarType stored = first_dtype_in(~(native | kComputedDtypes), args...);
+        if (C10_UNLIKELY(stored != at::ScalarType::Undefined))
+          return fallback(schema_name, c10::str("no native kernel for ", stored), args...);
       }
       const uint64_t launches = vnc_thread_launches();
       try {
@@ -135,10 +194,12 @@ struct Gate<Ret(Args...), func> {
 class GatedLibrary {
  public:
   explicit GatedLibrary(torch::Library& lib) : lib_(lib) {}
-  // `native`: the dtypes of the first tensor argument the kernel runs natively (default: all).
+  // `native`: the dtypes of the first tensor argument the kernel runs natively, and the
+  // stored-only dtypes it accepts in any tensor argument (default: the dtypes the runtime
+  // computes with, no stored-only one).
   template <class FuncType, FuncType* func>
   GatedLibrary& impl(const char* schema_name, c10::CompileTimeFunctionPointer<FuncType, func>,
-                     DtypeSet native = kAnyDtype) {
+                     DtypeSet native = kComputedDtypes) {
     note_native_dtypes(schema_name, native);
     lib_.impl(schema_name, Gate<FuncType, func>::kernel(schema_name, native));
     return *this;

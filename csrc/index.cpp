@@ -109,6 +109,9 @@ at::Tensor& index_put_impl_(at::Tensor& self, const IndexList& indices, const at
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
     TORCH_WARN("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing "
                "this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+  // Accumulating computes: a stored-only dtype takes the CPU fallback before anything launches.
+  NEURON_CHECK_SUPPORTED(!accumulate || in_set(kComputedDtypes, self.scalar_type()),
+                         "index_put_ with accumulate=True: no native kernel for ", self.scalar_type());
   IndexList idx = on_device(self, indices);
   if (!accumulate) {
     auto [fill, mask] = at::native::canDispatchToMaskedFill(self, idx, values);
@@ -480,33 +483,40 @@ using IndexCopyV = Variants<at::meta::structured_index_copy, int64_t, T, T>;
 }  // namespace
 
 // Registers the three variants PyTorch generates for a structured op.
-#define NEURON_STRUCTURED(m, name, V, Impl)                      \
-  m.impl(name, TORCH_FN(V::functional<Impl>));                   \
-  m.impl(name "_", TORCH_FN(V::inplace<Impl>));                  \
-  m.impl(name ".out", TORCH_FN(V::out<Impl>))
+#define NEURON_STRUCTURED(m, name, V, Impl, ...)                      \
+  m.impl(name, TORCH_FN(V::functional<Impl>), ##__VA_ARGS__);           \
+  m.impl(name "_", TORCH_FN(V::inplace<Impl>), ##__VA_ARGS__);          \
+  m.impl(name ".out", TORCH_FN(V::out<Impl>), ##__VA_ARGS__)
+
+// The dtypes of stored values each op moves natively besides the computed ones: those CPU's
+// kernel accepts for every input (advanced indexing: float8 and uint16-64; index_put_ float8
+// but e8m0fnu; masked_select float8). gather, scatter, take and masked_scatter_ have no CPU
+// kernel for complex32 either.
+constexpr DtypeSet kIndexDtypes = kComputedDtypes | kFloat8Dtypes | kUnsignedWideDtypes;
+constexpr DtypeSet kIndexPutDtypes = kComputedDtypes | (kFloat8Dtypes & ~dtype_set({at::kFloat8_e8m0fnu}));
 
 NEURON_LIBRARY_IMPL(m) {
-  m.impl("index.Tensor", TORCH_FN(index));
-  m.impl("index.Tensor_out", TORCH_FN(index_out));
-  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_));
-  m.impl("gather", TORCH_FN(GatherV::functional<Gather>));
-  m.impl("gather.out", TORCH_FN(GatherV::out<Gather>));
-  m.impl("scatter.src", TORCH_FN(ScatterSrcV::functional<Scatter>));
-  m.impl("scatter_.src", TORCH_FN(ScatterSrcV::inplace<Scatter>));
-  m.impl("scatter.src_out", TORCH_FN(ScatterSrcV::out<Scatter>));
-  m.impl("scatter.value", TORCH_FN(ScatterValueV::functional<Scatter>));
-  m.impl("scatter_.value", TORCH_FN(ScatterValueV::inplace<Scatter>));
-  m.impl("scatter.value_out", TORCH_FN(ScatterValueV::out<Scatter>));
-  m.impl("scatter.reduce", TORCH_FN(ScatterReduceV::functional<Scatter>));
-  m.impl("scatter_.reduce", TORCH_FN(ScatterReduceV::inplace<Scatter>));
-  m.impl("scatter.reduce_out", TORCH_FN(ScatterReduceV::out<Scatter>));
-  m.impl("scatter.value_reduce", TORCH_FN(ScatterValueReduceV::functional<Scatter>));
-  m.impl("scatter_.value_reduce", TORCH_FN(ScatterValueReduceV::inplace<Scatter>));
-  m.impl("scatter.value_reduce_out", TORCH_FN(ScatterValueReduceV::out<Scatter>));
-  NEURON_STRUCTURED(m, "scatter_add", ScatterAddV, ScatterAdd);
-  m.impl("scatter_reduce.two", TORCH_FN(ScatterReduceTwoV::functional<ScatterReduceTwo>));
-  m.impl("scatter_reduce_.two", TORCH_FN(ScatterReduceTwoV::inplace<ScatterReduceTwo>));
-  m.impl("scatter_reduce.two_out", TORCH_FN(ScatterReduceTwoV::out<ScatterReduceTwo>));
+  m.impl("index.Tensor", TORCH_FN(index), kIndexDtypes);
+  m.impl("index.Tensor_out", TORCH_FN(index_out), kIndexDtypes);
+  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_), kIndexPutDtypes);
+  m.impl("gather", TORCH_FN(GatherV::functional<Gather>), kComputedNoComplexHalf);
+  m.impl("gather.out", TORCH_FN(GatherV::out<Gather>), kComputedNoComplexHalf);
+  m.impl("scatter.src", TORCH_FN(ScatterSrcV::functional<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter_.src", TORCH_FN(ScatterSrcV::inplace<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter.src_out", TORCH_FN(ScatterSrcV::out<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter.value", TORCH_FN(ScatterValueV::functional<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter_.value", TORCH_FN(ScatterValueV::inplace<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter.value_out", TORCH_FN(ScatterValueV::out<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter.reduce", TORCH_FN(ScatterReduceV::functional<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter_.reduce", TORCH_FN(ScatterReduceV::inplace<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter.reduce_out", TORCH_FN(ScatterReduceV::out<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter.value_reduce", TORCH_FN(ScatterValueReduceV::functional<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter_.value_reduce", TORCH_FN(ScatterValueReduceV::inplace<Scatter>), kComputedNoComplexHalf);
+  m.impl("scatter.value_reduce_out", TORCH_FN(ScatterValueReduceV::out<Scatter>), kComputedNoComplexHalf);
+  NEURON_STRUCTURED(m, "scatter_add", ScatterAddV, ScatterAdd, kComputedNoComplexHalf);
+  m.impl("scatter_reduce.two", TORCH_FN(ScatterReduceTwoV::functional<ScatterReduceTwo>), kComputedNoComplexHalf);
+  m.impl("scatter_reduce_.two", TORCH_FN(ScatterReduceTwoV::inplace<ScatterReduceTwo>), kComputedNoComplexHalf);
+  m.impl("scatter_reduce.two_out", TORCH_FN(ScatterReduceTwoV::out<ScatterReduceTwo>), kComputedNoComplexHalf);
   NEURON_STRUCTURED(m, "index_add", IndexAddV, IndexAdd);
   NEURON_STRUCTURED(m, "index_copy", IndexCopyV, IndexCopy);
   m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_));
@@ -514,12 +524,12 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("nonzero", TORCH_FN(nonzero));
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("count_nonzero.dim_IntList", TORCH_FN(count_nonzero));
-  m.impl("masked_select", TORCH_FN(nx_masked_select));
-  m.impl("masked_select.out", TORCH_FN(masked_select_out));
-  m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
-  m.impl("take", TORCH_FN(nx_take));
+  m.impl("masked_select", TORCH_FN(nx_masked_select), kComputedDtypes | kFloat8Dtypes);
+  m.impl("masked_select.out", TORCH_FN(masked_select_out), kComputedDtypes | kFloat8Dtypes);
+  m.impl("masked_scatter_", TORCH_FN(masked_scatter_), kComputedNoComplexHalf);
+  m.impl("take", TORCH_FN(nx_take), kComputedNoComplexHalf);
   m.impl("bincount", TORCH_FN(bincount));
-  m.impl("take.out", TORCH_FN(take_out));
+  m.impl("take.out", TORCH_FN(take_out), kComputedNoComplexHalf);
 }
 
 }  // namespace torch_neuronx

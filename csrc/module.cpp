@@ -356,8 +356,9 @@ PyObject* py_take_reached(PyObject*, PyObject*) {
   END_HANDLE_TH_ERRORS
 }
 
-// {"aten::<overload>": ["float32", ...]}: the dtypes kernels registered with a dtype set run
-// natively (for the first tensor argument); other dtypes take the CPU fallback.
+// {"aten::<overload>": ["float32", ...]}: the dtypes kernels registered with a dtype set other
+// than the default (every dtype the runtime computes with) run natively (for the first tensor
+// argument; stored-only dtypes in any tensor argument); other dtypes take the CPU fallback.
 PyObject* py_native_dtypes(PyObject*, PyObject*) {
   HANDLE_TH_ERRORS
   PyObject* d = PyDict_New();

@@ -1134,8 +1134,10 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward));
-  m.impl("index_select", TORCH_FN(index_select));
-  m.impl("index_select.out", TORCH_FN(index_select_out));
+  // Rows move bit for bit (any stored dtype in the runtime); natively for the float8 dtypes,
+  // which CPU selects at every rank (uint16-64, bits and float4 only from 2 dims up: fallback).
+  m.impl("index_select", TORCH_FN(index_select), kComputedDtypes | kFloat8Dtypes);
+  m.impl("index_select.out", TORCH_FN(index_select_out), kComputedDtypes | kFloat8Dtypes);
   m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
   // CPU's margin and CTC losses are float32/float64 only: other dtypes go to it, and it raises.
   m.impl("multi_margin_loss", TORCH_FN(nx_multi_margin_loss), kF32F64Dtypes);
@@ -1164,8 +1166,10 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("linspace.out", TORCH_FN(linspace_out));
   m.impl("native_dropout", TORCH_FN(native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
-  m.impl("cat", TORCH_FN(cat));
-  m.impl("cat.out", TORCH_FN(cat_out));
+  // Slice copies move bytes: every stored dtype but float4, which CPU concatenates only for
+  // some layouts (the fallback gives CPU's result or error).
+  m.impl("cat", TORCH_FN(cat), kMovedDtypes);
+  m.impl("cat.out", TORCH_FN(cat_out), kMovedDtypes);
   m.impl("tril", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::functional<Tri<false>>)));
   m.impl("tril_", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::inplace<Tri<false>>)));
   m.impl("tril.out", TORCH_FN((Variants<at::meta::structured_tril, int64_t>::out<Tri<false>>)));

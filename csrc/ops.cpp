@@ -941,15 +941,16 @@ std::vector<std::string> take_reached() {
 }
 
 void note_native_dtypes(const std::string& schema_name, DtypeSet native) {
-  if (native != kAnyDtype) native_dtype_map()[schema_name] = native;
+  if (native != kComputedDtypes) native_dtype_map()[schema_name] = native;
 }
 
 std::vector<std::pair<std::string, std::vector<at::ScalarType>>> native_dtype_table() {
   std::vector<std::pair<std::string, std::vector<at::ScalarType>>> out;
   for (const auto& [name, set] : native_dtype_map()) {
-    std::vector<at::ScalarType> types;
+    std::vector<at::ScalarType> types;  // the computed and stored-only dtypes among them
     for (int k = 0; k < static_cast<int>(at::ScalarType::NumOptions) && k < 64; k++)
-      if (in_set(set, static_cast<at::ScalarType>(k))) types.push_back(static_cast<at::ScalarType>(k));
+      if (in_set(set & (kComputedDtypes | kStoredOnlyDtypes), static_cast<at::ScalarType>(k)))
+        types.push_back(static_cast<at::ScalarType>(k));
     out.emplace_back("aten::" + name, std::move(types));
   }
   return out;
@@ -989,31 +990,33 @@ void record_stream(at::Tensor& self, c10::Stream s) {
 }
 
 NEURON_LIBRARY_IMPL(m) {
-  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
-  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
-  m.impl("empty_strided", TORCH_FN(empty_strided));
-  m.impl("_efficientzerotensor", TORCH_FN(efficientzerotensor));
-  m.impl("as_strided", TORCH_FN(as_strided));
-  m.impl("view", TORCH_FN(view));
-  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
-  m.impl("unfold", TORCH_FN(at::native::unfold));
-  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
-  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
-  m.impl("_nested_view_from_buffer", TORCH_FN(at::native::_nested_view_from_buffer));
-  m.impl("resize_", TORCH_FN(resize_));
-  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
-  m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
-  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
-  m.impl("set_", TORCH_FN(set_empty));
-  m.impl("_copy_from", TORCH_FN(copy_from));
-  m.impl("record_stream", TORCH_FN(record_stream));
-  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  // Storage, views, copies, fills and item(): every dtype, stored-only ones included (each
+  // kernel refuses what CPU refuses itself: fill_ and item() the bits dtypes, which have no value).
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format), kAnyDtype);
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type), kAnyDtype);
+  m.impl("empty_strided", TORCH_FN(empty_strided), kAnyDtype);
+  m.impl("_efficientzerotensor", TORCH_FN(efficientzerotensor), kAnyDtype);
+  m.impl("as_strided", TORCH_FN(as_strided), kAnyDtype);
+  m.impl("view", TORCH_FN(view), kAnyDtype);
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias), kAnyDtype);
+  m.impl("unfold", TORCH_FN(at::native::unfold), kAnyDtype);
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real), kAnyDtype);
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex), kAnyDtype);
+  m.impl("_nested_view_from_buffer", TORCH_FN(at::native::_nested_view_from_buffer), kAnyDtype);
+  m.impl("resize_", TORCH_FN(resize_), kAnyDtype);
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage), kAnyDtype);
+  m.impl("set_.source_Storage", TORCH_FN(at::native::set_), kAnyDtype);
+  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_), kAnyDtype);
+  m.impl("set_", TORCH_FN(set_empty), kAnyDtype);
+  m.impl("_copy_from", TORCH_FN(copy_from), kAnyDtype);
+  m.impl("record_stream", TORCH_FN(record_stream), kAnyDtype);
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize), kAnyDtype);
   m.impl("conj_physical.out", TORCH_FN(conj_physical_out));
   m.impl("conj_physical_", TORCH_FN(conj_physical_));
-  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
-  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
-  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
-  m.impl("zero_", TORCH_FN(zero_));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense), kAnyDtype);
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar), kAnyDtype);
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor), kAnyDtype);
+  m.impl("zero_", TORCH_FN(zero_), kAnyDtype);
   m.impl("uniform_", TORCH_FN(uniform_));
   m.impl("normal_", TORCH_FN(normal_));
   m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));

@@ -60,6 +60,9 @@ struct SumLike {
                 out.scalar_type());
     if constexpr (!std::is_same_v<std::decay_t<Dim>, int64_t>) {
       if (out.is_complex()) {  // sum / mean of complex values: of the real view, re and im apart
+        // CPU's sum has no complex32 kernel: the fallback raises its error
+        NEURON_CHECK_SUPPORTED(out.scalar_type() != at::kComplexHalf, "\"", name(),
+                               "\" is not implemented for 'ComplexHalf'");
         const at::Tensor src = self.scalar_type() == out.scalar_type() ? self : self.to(out.scalar_type());
         at::DimVector dims;
         if (dim && !dim->empty()) {

@@ -531,8 +531,8 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("multinomial", TORCH_FN(multinomial));
   m.impl("multinomial.out", TORCH_FN(multinomial_out));
   m.impl("randperm.generator_out", TORCH_FN(randperm_out));
-  m.impl("flip", TORCH_FN(flip_dims));
-  m.impl("roll", TORCH_FN(roll_dims));
+  m.impl("flip", TORCH_FN(flip_dims), kComputedNoComplexHalf);  // CPU flips no stored-only dtype, nor complex32
+  m.impl("roll", TORCH_FN(roll_dims), kMovedDtypes);  // CPU's roll is a cat
 }
 
 }  // namespace torch_neuronx

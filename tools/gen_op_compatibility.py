@@ -24,9 +24,34 @@ ALL = ["float32", "float64", "float16", "bfloat16", "complex64", "complex128", "
        "uint8", "bool"]
 
 
+COMPUTED = ALL + ["complex32"]  # the dtypes the runtime computes with
+STORED = {  # the dtypes it only stores, by group
+    "float8": ["float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu"],
+    "uint16-64": ["uint16", "uint32", "uint64"],
+    "bits": ["bits1x8", "bits2x4", "bits4x2", "bits8", "bits16"],
+    "float4_e2m1fn_x2": ["float4_e2m1fn_x2"],
+}
+
+
 def _dtypes(names) -> str:
     names = [n for n in ALL if n in set(names)] + sorted(set(names) - set(ALL))
     return ", ".join(names)
+
+
+def _native(names) -> str:
+    """A kernel's declared native dtypes: `all` (every computed dtype) or `all but ...` or the
+    list, then `+` the stored-only dtypes it moves natively (whole groups by their name)."""
+    s = set(names)
+    missing = [n for n in COMPUTED if n not in s]
+    base = "all" if not missing else "all but " + ", ".join(missing) if len(missing) <= 2 else \
+        _dtypes([n for n in COMPUTED if n in s])
+    extra = []
+    for group, members in STORED.items():
+        present = [n for n in members if n in s]
+        extra += [group] if len(present) == len(members) else present
+    if extra == list(STORED):
+        extra = ["every stored-only dtype"]
+    return base + (" + " + ", ".join(extra) if extra else "")
 
 
 def _opinfos(idents, limit=4) -> str:
@@ -55,10 +80,12 @@ def render() -> str:
         "`neuron` dispatch key. Every other op runs through the visible CPU fallback (warned once,",
         "reported by `torch_neuronx.get_fallback_ops()`), unless PyTorch decomposes it into native ops.",
         "",
-        "- **native dtypes**: where the kernel is registered with a dtype set, the dtypes of its first",
-        "  tensor argument it runs natively; any other dtype goes to the CPU fallback, which computes it",
-        "  or raises the error CPU raises. `all`: every dtype CPU accepts, except the inputs of the next",
-        "  column. float64 is stored as float64 and computed through float32 (one warning).",
+        "- **native dtypes**: the dtypes of its first tensor argument the kernel runs natively (the dtype",
+        "  gate, `csrc/gate.h`); any other dtype goes to the CPU fallback, which computes it or raises the",
+        "  error CPU raises. `all`: every dtype the device computes with (12 below and complex32) that CPU",
+        "  accepts, except the inputs of the next column. The dtypes the device only stores (float8,",
+        "  float4_e2m1fn_x2, uint16-64, bits), in any tensor argument, run natively only where listed",
+        "  after `+`. float64 is stored as float64 and computed through float32 (one warning).",
         "- **CPU fallback seen for**: the dtypes (and OpInfos) whose samples took the CPU fallback",
         "  through this op in that conformance run: inputs the kernel hands to CPU (a dtype, or a",
         "  configuration such as a transposed convolution) or that CPU refuses as well.",
@@ -81,7 +108,7 @@ def render() -> str:
     ]
     for r in regs:
         base = r.split(".", 1)[0]
-        nd = _dtypes(native_dtypes[r]) if r in native_dtypes else "all"
+        nd = _native(native_dtypes[r]) if r in native_dtypes else "all"
         f = by_name.get(base)
         lines.append(f"| `{r}` | {nd} | {_dtypes(f['dtypes']) + ' (' + _opinfos(f['opinfos'], 2) + ')' if f else ''} |")
     others = [f for f in fallbacks if f["op"] not in {r.split(".", 1)[0] for r in regs}]

@@ -9,7 +9,9 @@
  * is added to the indexed side:
  *     VNC_INDEX_GATHER:  dst[e]        = src[e] + off(e)          (index, gather)
  *     VNC_INDEX_SCATTER: dst[e] + off(e) (op)= src[e]            (index_put_, scatter, index_add)
- * dst and src have the same dtype. Every index is checked against sizes[j] before anything is
+ * dst and src have the same dtype: without a reduction any dtype the runtime stores (elements
+ * move by their size, float8, uint16-64 and bits included); a reduction computes, in the dtypes
+ * that define it (else VNC_ERR_UNSUPPORTED before anything is enqueued). Every index is checked against sizes[j] before anything is
  * written: outside [0, size) (or [-size, size) with VNC_INDEX_WRAP, negatives counting from the
  * end) the task fails with VNC_ERR_INDEX "index I is out of bounds for dimension D with size S".
  * Scatters with a reduction run serially in iteration order (every duplicate index is

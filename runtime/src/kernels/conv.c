@@ -252,6 +252,7 @@ static vnc_status conv_bwd_run(void *arg) {
 }
 
 static vnc_status check_conv(const char *op, const vnc_conv_params *p) {
+  VNC_CHECK_COMPUTED(op, p->dtype);
   if (p->nspatial < 1 || p->nspatial > 3)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: %d spatial dims (1 to 3 supported)", op, (int)p->nspatial);
   if (p->groups < 1 || p->C % p->groups || p->O % p->groups)
@@ -455,6 +456,7 @@ vnc_status vnc_batch_norm(vnc_stream *s, const char *op, int64_t N, int64_t C, i
                           const void *weight, const void *bias, void *running_mean, void *running_var,
                           int32_t param_dtype, int training, double momentum, double eps, void *y, void *save_mean,
                           void *save_invstd) {
+  VNC_CHECK_COMPUTED(op, dtype, param_dtype);
   if (training && N * S <= 1)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "Expected more than 1 value per channel when training, got input size [%lld, %lld, %lld]",
                          (long long)N, (long long)C, (long long)S);
@@ -502,6 +504,7 @@ vnc_status vnc_batch_norm_backward(vnc_stream *s, const char *op, int64_t N, int
                                    const void *dy, const void *x, const void *weight, const void *running_mean,
                                    const void *running_var, const void *save_mean, const void *save_invstd,
                                    int32_t param_dtype, int training, double eps, void *dx, void *dweight, void *dbias) {
+  VNC_CHECK_COMPUTED(op, dtype, param_dtype);
   if (C == 0) return VNC_OK;
   bn_task t = {.N = N, .C = C, .S = S, .dtype = dtype, .pdt = param_dtype, .training = training, .eps = eps, .x = x,
                .w = weight, .dy = dy, .rm = (void *)running_mean, .rv = (void *)running_var, .sm = save_mean,
@@ -553,6 +556,7 @@ static void maxpool_planes(void *ctx, int64_t a, int64_t b) {
 }
 
 vnc_status vnc_max_pool2d(vnc_stream *s, const char *op, const vnc_pool2d *p, const void *x, void *out, int64_t *indices) {
+  VNC_CHECK_COMPUTED(op, p->dtype);
   if (p->N * p->C * p->OH * p->OW == 0) return VNC_OK;
   pool_task t = {.p = *p, .x = x, .out = out, .idx = indices};
   return vnc_launch_parallel(s, op, maxpool_planes, p->N * p->C, 1, &t, sizeof t, NULL);
@@ -578,6 +582,7 @@ static void maxpool_bwd_planes(void *ctx, int64_t a, int64_t b) {
 
 vnc_status vnc_max_pool2d_backward(vnc_stream *s, const char *op, const vnc_pool2d *p, const void *grad_out,
                                    const int64_t *indices, void *grad_in) {
+  VNC_CHECK_COMPUTED(op, p->dtype);
   if (p->N * p->C * p->H * p->W == 0) return VNC_OK;
   pool_task t = {.p = *p, .go = grad_out, .idx_in = indices, .gi = grad_in};
   return vnc_launch_parallel(s, op, maxpool_bwd_planes, p->N * p->C, 1, &t, sizeof t, NULL);
@@ -622,6 +627,7 @@ static void aavg_planes(void *ctx, int64_t a, int64_t b) {
 
 vnc_status vnc_adaptive_avg_pool2d(vnc_stream *s, const char *op, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                    int64_t OW, int32_t dtype, const void *x, void *out) {
+  VNC_CHECK_COMPUTED(op, dtype);
   if (planes * OH * OW == 0) return VNC_OK;
   pool_task t = {.planes = planes, .H = H, .W = W, .OH = OH, .OW = OW, .dtype = dtype, .x = x, .out = out};
   return vnc_launch_parallel(s, op, aavg_planes, planes, 1, &t, sizeof t, NULL);
@@ -629,6 +635,7 @@ vnc_status vnc_adaptive_avg_pool2d(vnc_stream *s, const char *op, int64_t planes
 
 vnc_status vnc_adaptive_avg_pool2d_backward(vnc_stream *s, const char *op, int64_t planes, int64_t H, int64_t W,
                                             int64_t OH, int64_t OW, int32_t dtype, const void *grad_out, void *grad_in) {
+  VNC_CHECK_COMPUTED(op, dtype);
   if (planes * H * W == 0) return VNC_OK;
   pool_task t = {.planes = planes, .H = H, .W = W, .OH = OH, .OW = OW, .dtype = dtype, .go = grad_out, .gi = grad_in};
   return vnc_launch_parallel(s, op, aavg_planes, planes, 1, &t, sizeof t, NULL);

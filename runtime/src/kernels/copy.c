@@ -64,10 +64,7 @@ static vnc_status copy_run(void *p) {
   return VNC_OK;
 }
 
-/* A computed dtype of the same width standing in for a stored-only one (float8, uint16-64,
- * bits): copies between equal dtypes and fills only move bytes. Others unchanged. */
-static int32_t byte_alias(int32_t dtype) {
-  if (dtype >= 0 && dtype < VNC_DTYPE_END) return dtype;
+int32_t vnc_width_dtype(int32_t dtype) {
   switch (vnc_dtype_storage_size(dtype)) {
     case 1: return VNC_UINT8;
     case 2: return VNC_INT16;
@@ -75,6 +72,23 @@ static int32_t byte_alias(int32_t dtype) {
     case 8: return VNC_INT64;
     default: return dtype;
   }
+}
+
+int32_t vnc_byte_alias(int32_t dtype) { return dtype >= 0 && dtype < VNC_DTYPE_END ? dtype : vnc_width_dtype(dtype); }
+
+vnc_status vnc_check_computed(const char *op, int n, const int32_t *dtypes) {
+  for (int k = 0; k < n; k++) {
+    if (vnc_dtype_size(dtypes[k]) != 0) continue;
+    if (vnc_dtype_storage_size(dtypes[k]) != 0)
+      return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s is not implemented for %s on neuron (a dtype the device stores "
+                           "but does not compute with)", op ? op : "kernel", vnc_dtype_name(dtypes[k]));
+    return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s: unknown dtype code %d", op ? op : "kernel", (int)dtypes[k]);
+  }
+  return VNC_OK;
+}
+
+vnc_status vnc_check_iter_computed(const char *op, const vnc_iter *it) {
+  return vnc_check_computed(op, it->nops, it->dtypes);
 }
 
 int vnc_copy_supported(int32_t dst, int32_t src) {
@@ -88,8 +102,8 @@ vnc_status vnc_copy(vnc_stream *s, const char *op, const vnc_tensor *dst, const 
                          vnc_dtype_name(src->dtype), vnc_dtype_name(dst->dtype));
   copy_task t;
   vnc_tensor d = *dst, x = *src;
-  d.dtype = byte_alias(d.dtype);
-  x.dtype = byte_alias(x.dtype);
+  d.dtype = vnc_byte_alias(d.dtype);
+  x.dtype = vnc_byte_alias(x.dtype);
   const vnc_tensor *ops[2] = {&d, &x};
   vnc_status st = vnc_iter_init(&t.it, 2, ops, 0);
   if (st != VNC_OK) return st;
@@ -138,7 +152,7 @@ static vnc_status fill_run(void *p) {
 vnc_status vnc_fill(vnc_stream *s, const char *op, const vnc_tensor *dst, const void *value) {
   fill_task t;
   vnc_tensor d = *dst;
-  d.dtype = byte_alias(d.dtype);
+  d.dtype = vnc_byte_alias(d.dtype);
   const vnc_tensor *ops[1] = {&d};
   vnc_status st = vnc_iter_init(&t.it, 1, ops, 0);
   if (st != VNC_OK) return st;

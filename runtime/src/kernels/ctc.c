@@ -158,6 +158,7 @@ static vnc_status ctc_run(void *p) {
 
 static vnc_status ctc_launch(vnc_stream *s, const char *op, const vnc_ctc_args *a, ctc_task *t) {
   const vnc_tensor *lp = &a->log_probs, *tg = &a->targets;
+  VNC_CHECK_COMPUTED(op, lp->dtype);
   if (lp->ndim != 3 || !vnc_dtype_is_floating(lp->dtype))
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: log_probs must be a floating [T, N, C] tensor", op);
   if ((tg->dtype != VNC_INT64 && tg->dtype != VNC_INT32) || (tg->ndim != 1 && tg->ndim != 2))
@@ -195,6 +196,7 @@ vnc_status vnc_ctc_loss(vnc_stream *s, const char *op, const vnc_ctc_args *a, co
                         const vnc_tensor *log_alpha) {
   ctc_task t;
   memset(&t, 0, sizeof t);
+  VNC_CHECK_COMPUTED(op, nll->dtype, log_alpha->dtype);
   if (log_alpha->ndim != 3 || (log_alpha->sizes[2] - 1) % 2)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: log_alpha must be [N, T, 2 S + 1]", op);
   t.S = (log_alpha->sizes[2] - 1) / 2;
@@ -208,6 +210,7 @@ vnc_status vnc_ctc_loss_backward(vnc_stream *s, const char *op, const vnc_ctc_ar
                                  const vnc_tensor *grad) {
   ctc_task t;
   memset(&t, 0, sizeof t);
+  VNC_CHECK_COMPUTED(op, grad_out->dtype, nll->dtype, log_alpha->dtype, grad->dtype);
   if (log_alpha->ndim != 3 || (log_alpha->sizes[2] - 1) % 2 || grad->ndim != 3)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: log_alpha must be [N, T, 2 S + 1] and grad [T, N, C]", op);
   t.S = (log_alpha->sizes[2] - 1) / 2;

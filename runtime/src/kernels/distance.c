@@ -155,6 +155,7 @@ static vnc_status cdist_launch(vnc_stream *s, const char *op, cdist_task *t) {
   if (t->B < 0 || t->R1 < 0 || t->R2 < 0 || t->M < 0)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: negative size", op);
   if (!(t->p >= 0.0f)) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: p must be non-negative, got %g", op, t->p);
+  VNC_CHECK_COMPUTED(op, t->dtype);
   if (!vnc_dtype_is_floating(t->dtype))
     return vnc_set_error(VNC_ERR_UNSUPPORTED, "\"%s\" not implemented for '%s'", op, vnc_dtype_name(t->dtype));
   if (t->B * t->R1 * (t->backward ? t->M : t->R2) == 0) return VNC_OK;

@@ -199,6 +199,8 @@ vnc_status vnc_elementwise(vnc_stream *s, const char *op_name, vnc_ew_op op, con
   if (it->nops != info->nin + 1)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s takes %d inputs and one output, got %d operands",
                          op_name, info->nin, it->nops);
+  const vnc_status st = vnc_check_iter_computed(op_name, it);
+  if (st != VNC_OK) return st;
   vnc_iter pow_it;
   if (op == VNC_EW_pow && ((scalar_mask >> 2) & 1) && class_of(compute_dtype) == EW_CLS_F32) {
     /* A scalar special exponent: its own row (ATen's pow_tensor_scalar_kernel formulas), so the

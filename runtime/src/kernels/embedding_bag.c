@@ -211,6 +211,7 @@ static vnc_status bag_init(bag_task *t, const char *op, const vnc_bag_args *a, i
   memset(t, 0, sizeof *t);
   t->a = *a;
   const vnc_tensor *w = &a->weight;
+  VNC_CHECK_COMPUTED(op, w->dtype, a->per_sample_weights ? a->per_sample_weights->dtype : w->dtype);
   if (w->ndim != 2 || !vnc_dtype_is_floating(w->dtype))
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: weight must be a 2-D floating tensor", op);
   if (a->indices.ndim != 1 || (a->indices.dtype != VNC_INT64 && a->indices.dtype != VNC_INT32) ||
@@ -267,6 +268,7 @@ vnc_status vnc_embedding_bag_backward(vnc_stream *s, const char *op, const vnc_b
                                       const vnc_tensor *max_indices, int scale_grad_by_freq,
                                       const vnc_tensor *grad_weight) {
   bag_task t;
+  VNC_CHECK_COMPUTED(op, grad->dtype, grad_weight->dtype);
   vnc_status st = bag_init(&t, op, a, grad->ndim == 2 ? grad->sizes[0] : 0, scale_grad_by_freq && a->mode != VNC_BAG_MAX);
   if (st != VNC_OK) return st;
   if (!shape1(offset2bag, t.n, VNC_INT64) || !shape2(grad, t.bags, t.D) || !shape2(grad_weight, t.rows, t.D) || grad_weight->dtype != a->weight.dtype ||
@@ -285,6 +287,7 @@ vnc_status vnc_embedding_bag_backward(vnc_stream *s, const char *op, const vnc_b
 vnc_status vnc_embedding_bag_psw_backward(vnc_stream *s, const char *op, const vnc_bag_args *a, const vnc_tensor *grad,
                                           const vnc_tensor *offset2bag, const vnc_tensor *out) {
   bag_task t;
+  VNC_CHECK_COMPUTED(op, grad->dtype, out->dtype);
   vnc_status st = bag_init(&t, op, a, grad->ndim == 2 ? grad->sizes[0] : 0, 0);
   if (st != VNC_OK) return st;
   if (!shape1(offset2bag, t.n, VNC_INT64) || !shape2(grad, t.bags, t.D) || !shape1(out, t.n, a->weight.dtype)) {

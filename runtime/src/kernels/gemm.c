@@ -146,6 +146,7 @@ vnc_status vnc_gemm_fused(vnc_stream *s, const char *op, int64_t batch, int64_t 
   if (A->dtype != C->dtype || B->dtype != C->dtype)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: operands must share one dtype, got %s, %s and %s", op,
                          vnc_dtype_name(A->dtype), vnc_dtype_name(B->dtype), vnc_dtype_name(C->dtype));
+  VNC_CHECK_COMPUTED(op, C->dtype);
   if (vnc_dtype_is_complex(C->dtype) || C->dtype == VNC_BOOL)
     return vnc_set_error(VNC_ERR_UNSUPPORTED, "\"%s\" not implemented for '%s'", op, vnc_dtype_name(C->dtype));
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || M < 0 || N < 0 || K < 0 || batch < 0)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dtype.h"
+#include "internal.h"
 #include "vnc/index.h"
 
 /* dst (op)= src for one element of a dtype; NULL means a plain copy. */
@@ -126,15 +127,20 @@ vnc_status vnc_index(vnc_stream *s, const char *op, const vnc_iter *it, int dire
     if (it->dtypes[2 + j] != VNC_INT64)
       return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: index tensors must be int64, got %s", op,
                            vnc_dtype_name(it->dtypes[2 + j]));
-  if ((unsigned)reduce > VNC_REDUCE_MIN || (unsigned)it->dtypes[0] >= VNC_DTYPE_END)
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction or dtype", op);
+  if ((unsigned)reduce > VNC_REDUCE_MIN)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction %d", op, (int)reduce);
+  /* A plain indexed copy moves elements of any stored dtype by their size; a reduction
+   * computes, in the dtypes that have a combine loop. */
+  const size_t esize = vnc_dtype_storage_size(it->dtypes[0]);
+  if (reduce != VNC_REDUCE_NONE) VNC_CHECK_COMPUTED(op, it->dtypes[0]);
+  else if (esize == 0) return vnc_check_computed(op, 1, it->dtypes);
   combine_fn combine = reduce == VNC_REDUCE_NONE ? NULL : combine_table[reduce][it->dtypes[0]];
   if (reduce != VNC_REDUCE_NONE && !combine)
-    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: reduction not supported for dtype %s", op,
+    return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s: reduction not supported for dtype %s", op,
                          vnc_dtype_name(it->dtypes[0]));
   if (it->numel == 0) return VNC_OK;
   index_task t = {.it = *it, .direction = direction, .nidx = nidx, .flags = flags, .dim = dim, .combine = combine,
-                  .esize = vnc_dtype_size(it->dtypes[0])};
+                  .esize = esize};
   memcpy(t.sizes, sizes, sizeof(int64_t) * (size_t)nidx);
   memcpy(t.strides, strides, sizeof(int64_t) * (size_t)nidx);
   return vnc_launch(s, op, index_run, &t, sizeof t, NULL);

@@ -6,8 +6,31 @@
 #include "vnc/stream.h"
 #include "vnc/threadpool.h"
 
-/* The copy/cast inner loop from dtype `src` to dtype `dst` (operands: dst, src). */
+/* The copy/cast inner loop from dtype `src` to dtype `dst` (operands: dst, src); NULL unless
+ * both are dtypes the kernels compute with (vnc_check_computed). */
 vnc_loop_fn vnc_copy_loop(int32_t dst, int32_t src);
+
+/* VNC_OK when each of the n dtypes is one the kernels compute with (vnc_dtype_size() != 0): the
+ * loops of vnc_copy_loop, vnc_to_f32 and vnc_from_f32 and the runtime-typed loads and stores of
+ * dtype.h exist for it. Else VNC_ERR_UNSUPPORTED naming op and the dtype (the PyTorch glue turns
+ * it into the visible CPU fallback). Every kernel entry that converts or computes checks each
+ * dtype it is given with it, on the caller's thread, before launching: the dtypes the device only
+ * stores (float8, float4, uint16 to uint64, bits) reach only kernels that move bytes (vnc_copy
+ * between equal dtypes, vnc_fill, vnc_index without a reduction, vnc_index_select). */
+vnc_status vnc_check_computed(const char *op, int n, const int32_t *dtypes);
+#define VNC_CHECK_COMPUTED(op, ...)                                                                    \
+  do {                                                                                                 \
+    const int32_t vnc_dts_[] = {__VA_ARGS__};                                                          \
+    const vnc_status vnc_st_ = vnc_check_computed(op, (int)(sizeof vnc_dts_ / sizeof vnc_dts_[0]), vnc_dts_); \
+    if (vnc_st_ != VNC_OK) return vnc_st_;                                                             \
+  } while (0)
+/* vnc_check_computed over the operands of an iterator built by the caller. */
+vnc_status vnc_check_iter_computed(const char *op, const vnc_iter *it);
+/* The integer dtype of `dtype`'s element width (uint8, int16, int32 or int64), for kernels that
+ * move elements bit for bit; complex128 and unknown codes are returned unchanged. */
+int32_t vnc_width_dtype(int32_t dtype);
+/* vnc_width_dtype for the stored-only dtypes; computed dtypes are returned unchanged. */
+int32_t vnc_byte_alias(int32_t dtype);
 
 /* n elements of `dtype` at src (element stride `stride`) into contiguous floats, and back. */
 void vnc_to_f32(float *dst, const void *src, int32_t dtype, int64_t stride, int64_t n);

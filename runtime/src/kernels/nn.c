@@ -117,6 +117,7 @@ vnc_status vnc_softmax(vnc_stream *s, const char *op, int log, const vnc_rows *x
 
 vnc_status vnc_softmax_fused(vnc_stream *s, const char *op, int log, const vnc_rows *x, const vnc_rows *out,
                              vnc_range_fn prologue, vnc_range_fn epilogue, void *ctx) {
+  VNC_CHECK_COMPUTED(op, x->dtype, out->dtype);
   if (x->outer * x->n * x->inner == 0) return VNC_OK;
   softmax_task t = {log, 0, *x, *x, *out, {prologue, epilogue, ctx}};
   return vnc_launch(s, op, softmax_run, &t, sizeof t, NULL);
@@ -130,6 +131,7 @@ vnc_status vnc_softmax_backward(vnc_stream *s, const char *op, int log, const vn
 vnc_status vnc_softmax_backward_fused(vnc_stream *s, const char *op, int log, const vnc_rows *grad, const vnc_rows *y,
                                       const vnc_rows *grad_in, vnc_range_fn prologue, vnc_range_fn epilogue,
                                       void *ctx) {
+  VNC_CHECK_COMPUTED(op, grad->dtype, y->dtype, grad_in->dtype);
   if (grad->outer * grad->n * grad->inner == 0) return VNC_OK;
   softmax_task t = {log, 1, *grad, *y, *grad_in, {prologue, epilogue, ctx}};
   return vnc_launch(s, op, softmax_run, &t, sizeof t, NULL);
@@ -211,6 +213,7 @@ vnc_status vnc_layer_norm(vnc_stream *s, const char *op, int64_t M, int64_t N, i
 vnc_status vnc_layer_norm_fused(vnc_stream *s, const char *op, int64_t M, int64_t N, int32_t dtype, const void *x,
                                 const void *weight, const void *bias, double eps, void *y, void *mean, void *rstd,
                                 int32_t stat_dtype, vnc_range_fn prologue, vnc_range_fn epilogue, void *ctx) {
+  VNC_CHECK_COMPUTED(op, dtype, stat_dtype);
   if (M == 0) return VNC_OK;
   if (N == 0) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: normalized shape has no elements", op);
   ln_task t = {.M = M, .N = N, .dtype = dtype, .stat_dtype = stat_dtype, .x = x, .w = weight, .b = bias,
@@ -312,6 +315,7 @@ vnc_status vnc_layer_norm_backward_fused(vnc_stream *s, const char *op, int64_t 
                                          const void *dy, const void *x, const void *mean, const void *rstd,
                                          int32_t stat_dtype, const void *weight, void *dx, void *dweight, void *dbias,
                                          vnc_range_fn prologue, vnc_range_fn epilogue, void *ctx) {
+  VNC_CHECK_COMPUTED(op, dtype, stat_dtype);
   if (N == 0) return VNC_OK;
   if (epilogue && !dx)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: a row epilogue needs dx (its rows are what it reads)", op);
@@ -369,6 +373,7 @@ static vnc_status nll_run(void *p) {
 vnc_status vnc_nll_loss(vnc_stream *s, const char *op, int64_t N, int64_t C, int32_t dtype, const void *x,
                         const int64_t *target, const void *weight, int reduction, int64_t ignore_index, void *out,
                         void *total_weight) {
+  VNC_CHECK_COMPUTED(op, dtype);
   nll_task t = {.N = N, .C = C, .ignore = ignore_index, .dtype = dtype, .reduction = reduction, .x = x,
                 .weight = weight, .target = target, .out = out, .total_out = total_weight};
   return vnc_launch(s, op, nll_run, &t, sizeof t, NULL);
@@ -396,6 +401,7 @@ vnc_status vnc_nll_loss_backward(vnc_stream *s, const char *op, int64_t N, int64
                                  const void *grad_out, int64_t grad_out_stride, const int64_t *target,
                                  const void *weight, int reduction, int64_t ignore_index, const void *total_weight,
                                  void *grad_x) {
+  VNC_CHECK_COMPUTED(op, dtype);
   if (N * C == 0) return VNC_OK;
   nll_task t = {.N = N, .C = C, .ignore = ignore_index, .go_stride = grad_out_stride, .dtype = dtype,
                 .reduction = reduction, .weight = weight, .grad_out = grad_out, .total = total_weight,
@@ -452,9 +458,12 @@ vnc_status vnc_index_select(vnc_stream *s, const char *op, const vnc_rows *src, 
                             int64_t index_stride, int64_t nidx, const vnc_rows *out) {
   if (index_dtype != VNC_INT64 && index_dtype != VNC_INT32)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: index must be int64 or int32, got %s", op, vnc_dtype_name(index_dtype));
-  if (src->outer * nidx * src->inner == 0) return VNC_OK;
   rows_task t = {.src = *src, .dst = *out, .index = index, .index_dtype = index_dtype, .index_stride = index_stride,
                  .nidx = nidx, .skip = INT64_MIN};
+  if (src->dtype == out->dtype) /* rows move bit for bit, any stored dtype */
+    t.src.dtype = t.dst.dtype = vnc_width_dtype(src->dtype);
+  VNC_CHECK_COMPUTED(op, t.src.dtype, t.dst.dtype);
+  if (src->outer * nidx * src->inner == 0) return VNC_OK;
   return vnc_launch(s, op, gather_run, &t, sizeof t, NULL);
 }
 
@@ -509,6 +518,7 @@ vnc_status vnc_index_add_rows(vnc_stream *s, const char *op, const vnc_rows *dst
                               int64_t nidx, const vnc_rows *src, int64_t skip_index, int by_freq, int zero_first) {
   if (index_dtype != VNC_INT64 && index_dtype != VNC_INT32)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: index must be int64 or int32, got %s", op, vnc_dtype_name(index_dtype));
+  VNC_CHECK_COMPUTED(op, dst->dtype, src->dtype);
   rows_task t = {.src = *src, .dst = *dst, .index = index, .index_dtype = index_dtype, .index_stride = 1,
                  .nidx = nidx, .skip = skip_index, .by_freq = by_freq, .zero_first = zero_first};
   return vnc_launch(s, op, add_run, &t, sizeof t, NULL);

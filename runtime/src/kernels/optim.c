@@ -170,6 +170,7 @@ vnc_status vnc_fused_optim(vnc_stream *s, const char *op, const vnc_optim_config
                            const vnc_optim_param *params) {
   if (cfg->kind < 0 || cfg->kind >= VNC_OPTIM_KINDS)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown optimizer kind %d", op, (int)cfg->kind);
+  VNC_CHECK_COMPUTED(op, cfg->param_dtype, cfg->grad_dtype);
   if (!vnc_dtype_is_floating(cfg->param_dtype) || !vnc_dtype_is_floating(cfg->grad_dtype))
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: parameters and gradients must be floating point, got %s and %s",
                          op, vnc_dtype_name(cfg->param_dtype), vnc_dtype_name(cfg->grad_dtype));

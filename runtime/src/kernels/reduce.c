@@ -490,6 +490,9 @@ static vnc_status reduce_launch(vnc_stream *s, const char *op_name, vnc_reduce_o
                                 void *pctx) {
   if (op < 0 || op >= VNC_RED_COUNT)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unknown reduction %d", op_name, (int)op);
+  vnc_status st = vnc_check_iter_computed(op_name, it);
+  if (st != VNC_OK) return st;
+  VNC_CHECK_COMPUTED(op_name, in_dt);
   red_task t;
   memset(&t, 0, sizeof t);
   t.it = *it;

@@ -812,6 +812,7 @@ static vnc_status check_gn(const char *op, int64_t G, int32_t dtype, const vnc_i
 vnc_status vnc_group_norm(vnc_stream *s, const char *op, int64_t G, int32_t dtype, const vnc_image *x,
                           const void *weight, const void *bias, int32_t param_dtype, double eps, const vnc_image *y,
                           void *mean, void *rstd, int32_t stat_dtype) {
+  VNC_CHECK_COMPUTED(op, param_dtype, stat_dtype);
   vnc_status st = check_gn(op, G, dtype, x);
   if (st != VNC_OK || x->N * x->C == 0) return st;
   if (x->H == 0) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: empty spatial size", op);
@@ -824,6 +825,7 @@ vnc_status vnc_group_norm_backward(vnc_stream *s, const char *op, int64_t G, int
                                    const vnc_image *x, const void *mean, const void *rstd, int32_t stat_dtype,
                                    const void *weight, int32_t param_dtype, const vnc_image *dx, void *dweight,
                                    void *dbias) {
+  VNC_CHECK_COMPUTED(op, param_dtype, stat_dtype);
   vnc_status st = check_gn(op, G, dtype, x);
   if (st != VNC_OK || x->N * x->C * x->H == 0) return st;
   gn_task t = {.G = G, .dtype = dtype, .pdt = param_dtype, .sdt = stat_dtype, .x = *x, .dy = *dy,
