@@ -405,6 +405,7 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
               "masked_scatter_: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
               source.scalar_type());
   check_same_device("aten::masked_scatter_", self, {&mask, &source});
+  at::assert_no_internal_overlap(self);  // as CPU (index_put_, below, only warns)
   record_native("aten::masked_scatter_");
   const at::Tensor m = mask.expand(self.sizes());
   const int64_t n = at::count_nonzero(m).item<int64_t>();

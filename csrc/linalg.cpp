@@ -66,9 +66,17 @@ void add_product(const char* name, const at::Tensor& self, const at::Tensor& a, 
   gemm(name, a, b, out, alpha.toDouble(), bv);
 }
 
+// CPU's mm and addmm compute an expanded result (no layout BLAS can write) in a temporary and
+// refuse it on the copy back, as at::assert_no_internal_overlap; with an empty inner dim and
+// beta 0 they only zero the result, which an expanded one allows (fill_).
+void check_mm_result(const at::Tensor& out, const at::Tensor& m1, double beta) {
+  if (m1.size(1) > 0 || beta != 0.0) at::assert_no_internal_overlap(out);
+}
+
 struct Mm {
   template <class M>
   static void run(M&, const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& out) {
+    check_mm_result(out, self, 0.0);
     gemm("aten::mm", self, mat2, out, 1.0, 0.0);
   }
 };
@@ -82,6 +90,7 @@ struct Addmm {
   template <class M>
   static void run(M&, const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const at::Scalar& beta,
                   const at::Scalar& alpha, const at::Tensor& out) {
+    check_mm_result(out, m1, beta.toDouble());
     add_product("aten::addmm", self, m1, m2, beta, alpha, out);
   }
 };
@@ -250,6 +259,16 @@ at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at
 }
 
 }  // namespace
+
+// CPU's addmv, bmm and baddbmm write an expanded result without refusing it (structured.h);
+// an out= tensor other than self is still refused when beta is not 0, by the copy of self
+// into it (add_product), as on CPU. mm and addmm refuse it unless they only zero it
+// (check_mm_result); _addmm_activation always does (its relu_/gelu_).
+NEURON_WRITES_OVERLAPPING(structured_mm)
+NEURON_WRITES_OVERLAPPING(structured_addmm)
+NEURON_WRITES_OVERLAPPING(structured_addmv)
+NEURON_WRITES_OVERLAPPING(structured_bmm)
+NEURON_WRITES_OVERLAPPING(structured_baddbmm)
 
 using T = const at::Tensor&;
 using S = const at::Scalar&;

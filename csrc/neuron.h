@@ -66,6 +66,21 @@ void check_same_device(const char* op, const at::Tensor& ref, std::initializer_l
 // internal overlap, sharing no memory with self or `index` (the index or mask tensor).
 void check_select_out(const char* op, const at::Tensor& self, const at::Tensor& index, const at::Tensor& out);
 
+// `t` without its repeated elements: each expanded dim (stride 0, size > 1) narrowed to one.
+at::Tensor distinct_elements(const at::Tensor& t);
+
+// out.copy_(src), except into an `out` whose elements share memory (expanded), which copy_
+// refuses: each shared element receives the last value written to it (the last slice of src
+// along each expanded dim), as CPU's serial loops leave it in the kernels that write such an
+// out= tensor without refusing it (structured.h: WritesOverlapping). For the copy of a result
+// computed in a temporary back into the tensor the op writes.
+void copy_written(const at::Tensor& out, const at::Tensor& src);
+
+// ATen's resize_output of an out= tensor, then the refusal of one whose elements share memory
+// (expanded) that CPU's out= kernels make (at::assert_no_internal_overlap): for kernels that
+// write `out` themselves, not through a structured meta (structured.h) or a copy_ (which check).
+void resize_out(const at::Tensor& out, at::IntArrayRef sizes);
+
 // Runs the ATen op `name`.`overload` through the visible CPU fallback on a boxed stack of
 // arguments (results replace them): for configurations a native kernel does not cover.
 void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::IValue>& stack);

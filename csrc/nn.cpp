@@ -41,13 +41,14 @@ vnc_rows rows_of(const at::Tensor& t, int64_t dim) {
   return r;
 }
 
-// Runs `body(out)` into `out`, or into a contiguous temporary copied back when out is not.
+// Runs `body(out)` into `out`, or into a contiguous temporary copied back when out is not (an
+// expanded out only reaches here from ops whose CPU kernels write one: copy_written).
 template <class F>
 void into_contiguous(const at::Tensor& out, F body) {
   if (out.is_contiguous()) return body(out);
   at::Tensor tmp = at::empty(out.sizes(), out.options());
   body(tmp);
-  out.copy_(tmp);
+  copy_written(out, tmp);
 }
 
 template <bool LOG>
@@ -321,7 +322,8 @@ at::Tensor& nx_multi_margin_loss_out(const at::Tensor& self, const at::Tensor& t
                                   at::Tensor& out) {
   const at::Tensor r = nx_multi_margin_loss(self, target, p, margin, weight, reduction);
   at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  copy_written(out, r);  // CPU's kernel writes an expanded out too
+  return out;
 }
 
 at::Tensor nx_multi_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
@@ -393,7 +395,7 @@ std::tuple<at::Tensor&, at::Tensor&> nx_multilabel_margin_loss_forward_out(const
   auto [o, it] = nx_multilabel_margin_loss_forward(self, target, reduction);
   at::native::resize_output(output, o.sizes());
   at::native::resize_output(is_target, it.sizes());
-  output.copy_(o);
+  copy_written(output, o);  // CPU's kernel writes an expanded output too
   is_target.copy_(it);
   return {output, is_target};
 }
@@ -930,6 +932,7 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
     n = static_cast<int64_t>(std::ceil((e - s) / st));
   }
   if (out.numel() != n) at::native::resize_output(out, {n});
+  at::assert_no_internal_overlap(out);  // as CPU's kernel (a TensorIterator)
   vnc_tensor t = to_vnc(out);
   c10::DeviceGuard g(out.device());
   check(vnc_arange(stream_of(out), "aten::arange", &t, s, st, start.toLong(), step.toLong()));
@@ -966,6 +969,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
                          " output is not natively supported on neuron");
   record_native("aten::linspace");
   if (out.numel() != steps) at::native::resize_output(out, {steps});
+  at::assert_no_internal_overlap(out);  // CPU computes a non-contiguous out in a copy, copied back
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);
   if (at::isIntegralType(out.scalar_type(), true)) {
@@ -1086,6 +1090,13 @@ std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tens
 }
 
 }  // namespace
+
+// CPU's kernels of these write an expanded out= or in-place tensor without refusing it
+// (structured.h).
+NEURON_WRITES_OVERLAPPING(structured_tril)
+NEURON_WRITES_OVERLAPPING(structured_triu)
+NEURON_WRITES_OVERLAPPING(structured_nll_loss_forward)
+NEURON_WRITES_OVERLAPPING(structured_nll_loss_backward)
 
 using T = const at::Tensor&;
 

@@ -384,6 +384,7 @@ void copy_stored(const at::Tensor& s, const at::Tensor& d, bool non_blocking) {
     return;
   }
   TORCH_INTERNAL_ASSERT(dst_dev || src_dev, "_copy_from called without a neuron tensor");
+  at::assert_no_internal_overlap(d);  // as CPU's copy_ (a TensorIterator), to or from the host too
   const at::Tensor& dev = dst_dev ? d : s;
   const at::Tensor& host = dst_dev ? s : d;
   TORCH_CHECK(host.is_cpu(), "copy_ between ", s.device(), " and ", d.device(), " is not supported");
@@ -526,6 +527,7 @@ struct PhiloxRNG {};  // the templates' generator type parameter; ours comes fro
 // Draws into `t` (any strides) with numel Philox counters reserved from the generator.
 template <typename F>
 void draw(const at::TensorBase& t, const char* op, const std::optional<at::Generator>& gen, F launch) {
+  at::assert_no_internal_overlap(t);  // as CPU's kernels (those given a TensorIterator check in its build)
   if (t.numel() == 0) return;
   if (t.scalar_type() == at::kDouble) warn_float64(op);
   c10::DeviceGuard guard(t.device());
@@ -758,6 +760,15 @@ at::Tensor to_host(const at::Tensor& t, bool& saw_f64) {
   return h;
 }
 
+// The host copy of an argument the op writes. A tensor whose elements share memory (expanded)
+// is copied as its distinct elements expanded again, so that CPU's kernel meets the same
+// aliasing: it refuses the tensor where CPU refuses one (at::assert_no_internal_overlap), or
+// writes it as it writes an expanded CPU tensor.
+at::Tensor to_host_written(const at::Tensor& t, bool& saw_f64) {
+  if (t.device().type() != kNeuron || at::has_internal_overlap(t) != at::MemOverlap::Yes) return to_host(t, saw_f64);
+  return to_host(distinct_elements(t), saw_f64).expand(t.sizes());
+}
+
 at::Tensor round_f64(const at::Tensor& t, const char* op) {
   if (t.scalar_type() != at::kDouble) return t;
   warn_float64(op);
@@ -846,9 +857,12 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       v = c10::Device(at::kCPU);
       continue;
     }
-    c10::IValue host = map_tensors(v, [&](const at::Tensor& t) { return to_host(t, saw_f64); });
     const auto* alias = args_schema[i].alias_info();
-    if (alias && alias->isWrite()) mutated.emplace_back(v, host);
+    const bool written = alias && alias->isWrite();
+    c10::IValue host = map_tensors(v, [&](const at::Tensor& t) {
+      return written ? to_host_written(t, saw_f64) : to_host(t, saw_f64);
+    });
+    if (written) mutated.emplace_back(v, host);
     v = std::move(host);
   }
   if (saw_f64) warn_float64(name.c_str());
@@ -860,8 +874,15 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::vector<at::Tensor> os, hs;
     for_each_tensor(orig, [&](const at::Tensor& t) { os.push_back(t); });
     for_each_tensor(host, [&](const at::Tensor& t) { hs.push_back(t); });
-    for (size_t k = 0; k < os.size() && k < hs.size(); k++)
-      if (os[k].device().type() == kNeuron) at::_copy_from_and_resize(round_f64(hs[k], name.c_str()), os[k]);
+    for (size_t k = 0; k < os.size() && k < hs.size(); k++) {
+      if (os[k].device().type() != kNeuron) continue;
+      // An expanded tensor the kernel wrote without resizing: its distinct elements.
+      const at::Tensor od = distinct_elements(os[k]), hd = distinct_elements(hs[k]);
+      if (od.dim() && hs[k].sizes() == os[k].sizes() && hd.sizes() == od.sizes() && od.numel() < os[k].numel())
+        od.copy_(round_f64(hd, name.c_str()));
+      else
+        at::_copy_from_and_resize(round_f64(hs[k], name.c_str()), os[k]);
+    }
   }
   const auto& rets = schema.returns();
   const size_t rbase = stack->size() - rets.size();
@@ -891,6 +912,29 @@ void check_same_device(const char* op, const at::Tensor& ref, std::initializer_l
     TORCH_CHECK(!t->defined() || t->device() == ref.device(),
                 "Expected all tensors to be on the same device, but found at least two devices, ", ref.device(), " and ",
                 t->device(), "! (in ", op, ")");
+}
+
+at::Tensor distinct_elements(const at::Tensor& t) {
+  at::Tensor r = t;
+  for (int64_t d = 0; d < t.dim(); d++)
+    if (t.stride(d) == 0 && t.size(d) > 1) r = r.narrow(d, 0, 1);
+  return r;
+}
+
+void copy_written(const at::Tensor& out, const at::Tensor& src) {
+  if (at::has_internal_overlap(out) != at::MemOverlap::Yes) {
+    out.copy_(src);
+    return;
+  }
+  at::Tensor last = src;
+  for (int64_t d = 0; d < out.dim(); d++)
+    if (out.stride(d) == 0 && out.size(d) > 1) last = last.narrow(d, out.size(d) - 1, 1);
+  distinct_elements(out).copy_(last);
+}
+
+void resize_out(const at::Tensor& out, at::IntArrayRef sizes) {
+  at::native::resize_output(out, sizes);
+  at::assert_no_internal_overlap(out);
 }
 
 void check_select_out(const char* op, const at::Tensor& self, const at::Tensor& index, const at::Tensor& out) {

@@ -438,6 +438,20 @@ bool reduction_geometry(bool sum_like, const at::Tensor& self, const at::Tensor&
   return true;
 }
 
+// CPU's reduction kernels write an expanded out= tensor without refusing it (structured.h);
+// mean.out refuses it (its division in place is a TensorIterator).
+NEURON_WRITES_OVERLAPPING(structured_sum_dim_IntList)
+NEURON_WRITES_OVERLAPPING(structured_prod_dim_int)
+NEURON_WRITES_OVERLAPPING(structured_amax)
+NEURON_WRITES_OVERLAPPING(structured_amin)
+NEURON_WRITES_OVERLAPPING(structured_argmax)
+NEURON_WRITES_OVERLAPPING(structured_argmin)
+NEURON_WRITES_OVERLAPPING(structured_linalg_vector_norm)
+NEURON_WRITES_OVERLAPPING(structured_any_dim)
+NEURON_WRITES_OVERLAPPING(structured_any_dims)
+NEURON_WRITES_OVERLAPPING(structured_all_dim)
+NEURON_WRITES_OVERLAPPING(structured_all_dims)
+
 #define REG2(FN, OUT, META, IMPL, ...)                                                        \
   m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \
   m.impl(OUT, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::out<IMPL>)));

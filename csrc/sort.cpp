@@ -122,7 +122,7 @@ at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& ou
                               "\"logcumsumexp_out_neuron\" not implemented for '", self.scalar_type(), "'");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "expected out to have dtype ", self.scalar_type(), ", got ",
               out.scalar_type());
-  at::native::resize_output(out, self.sizes());
+  resize_out(out, self.sizes());
   if (self.numel() == 0) return out;
   launch_scan("aten::_logcumsumexp", VNC_SCAN_LOGSUMEXP, self, dim, out);
   return out;
@@ -200,7 +200,7 @@ at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, b
     }
   }
   check_same_device("aten::searchsorted", sorted, {&self, &result});
-  at::native::resize_output(result, self.sizes());
+  resize_out(result, self.sizes());
   if (self.numel() == 0) return result;
   record_native("aten::searchsorted");
   if (common == at::kDouble) warn_float64("aten::searchsorted");
@@ -244,8 +244,8 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool repla
   const int64_t n_categories = self.size(-1);
   TORCH_CHECK(replacement || n_sample <= n_categories, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   TORCH_CHECK(n_categories <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
-  if (self.dim() == 1) at::native::resize_output(result, {n_sample});
-  else at::native::resize_output(result, {self.size(0), n_sample});
+  if (self.dim() == 1) resize_out(result, {n_sample});
+  else resize_out(result, {self.size(0), n_sample});
   if (result.numel() == 0) return result;
   TORCH_CHECK(n_categories > 0, "invalid multinomial distribution (sum of probabilities <= 0)");
   record_native("aten::multinomial");

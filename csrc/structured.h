@@ -7,6 +7,9 @@
 // and hands the prepared op to an Impl that launches a runtime kernel.
 #pragma once
 
+#include "neuron.h"
+
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
 
@@ -19,6 +22,20 @@ namespace torch_neuronx {
 // Placeholder: the output is one broadcast element, for metas used only for the geometry
 // they compute (never written).
 enum class Mode { Functional, Inplace, Out, Placeholder };
+
+// An out= or in-place result whose elements share memory (an expanded, stride-0 view) is
+// refused with ATen's "more than one element of the written-to tensor refers to a single
+// memory location" (at::assert_no_internal_overlap), as CPU's kernels refuse it: a
+// TensorIterator meta checks in its own build (where the op wants it); every other meta's
+// output is checked here, after its resize. A meta whose CPU kernel writes such a tensor
+// without refusing it (each shared element then holds whichever write came last, depending
+// on the order of the writes) is marked with NEURON_WRITES_OVERLAPPING(meta), next to its
+// registration (tests/test_internal_overlap.py compares each with CPU).
+template <class Meta>
+struct WritesOverlapping : std::false_type {};
+#define NEURON_WRITES_OVERLAPPING(META) \
+  template <>                           \
+  struct WritesOverlapping<at::meta::META> : std::true_type {};
 
 template <class Meta, size_t N = 1>
 struct Structured final : Meta {
@@ -43,7 +60,7 @@ struct Structured final : Meta {
   // Copies proxies (temporaries with the strides the op wanted) back into out= tensors.
   void finish() {
     for (size_t i = 0; i < N; i++)
-      if (proxies[i]) outs[i].copy_(*proxies[i]);
+      if (proxies[i]) copy_written(outs[i], *proxies[i]);
   }
 
  private:
@@ -71,6 +88,8 @@ struct Structured final : Meta {
         TORCH_CHECK(sizes == out.sizes(), "Bad in-place call: input tensor size ", out.sizes(),
                     " and output tensor size ", sizes, " should match");
       }
+      if constexpr (!std::is_base_of_v<at::TensorIteratorBase, Meta> && !WritesOverlapping<Meta>::value)
+        at::assert_no_internal_overlap(out);
       if (!strides.empty() && out.strides() != strides)
         proxies[i] = at::empty_strided(sizes, strides, options);
     }
