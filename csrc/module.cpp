@@ -386,6 +386,17 @@ PyObject* py_set_tracking_paused(PyObject*, PyObject* arg) {
   return PyBool_FromLong(prev);
 }
 
+// The float64 warning (once per process, shared with the eager kernels) for `arg`, a str naming
+// what computes float64 as float32: a compiled graph's C steps, which no eager kernel warns for.
+PyObject* py_warn_float64(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const char* what = PyUnicode_AsUTF8(arg);
+  if (!what) return nullptr;
+  warn_float64(what);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 PyObject* py_set_strict(PyObject*, PyObject* arg) {
   bool prev = strict_fallback();
   set_strict_fallback(PyObject_IsTrue(arg));
@@ -491,6 +502,7 @@ PyMethodDef methods[] = {
     {"_clear_op_tracking", py_clear_op_tracking, METH_NOARGS, nullptr},
     {"_set_tracking_paused", py_set_tracking_paused, METH_O, nullptr},
     {"_set_strict", py_set_strict, METH_O, nullptr},
+    {"_warn_float64", py_warn_float64, METH_O, nullptr},
     {"_debug_enqueue_failure", py_debug_enqueue_failure, METH_VARARGS, nullptr},
     {"_init_distributed", py_init_distributed, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};

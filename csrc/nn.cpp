@@ -9,6 +9,7 @@
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
+#include <ATen/native/RangeUtils.h>
 
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
@@ -919,18 +920,11 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   NEURON_CHECK_SUPPORTED(out.scalar_type() != at::kBool && !out.is_complex(), "arange of ", out.scalar_type(),
                          " is not natively supported on neuron");  // CPU refuses those
   record_native("aten::arange");
-  double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
-  TORCH_CHECK(st != 0, "step must be nonzero");
-  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
-  TORCH_CHECK(((st > 0) && (e >= s)) || ((st < 0) && (e <= s)), "upper bound and larger bound inconsistent with step sign");
-  int64_t n;
-  if (out.scalar_type() == at::kLong) {  // ATen sizes int64 ranges from bounds converted to int64
-    int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
-    TORCH_CHECK(c != 0, "step must be nonzero");
-    n = static_cast<int64_t>(std::ceil(static_cast<double>(b - a) / static_cast<double>(c)));
-  } else {
-    n = static_cast<int64_t>(std::ceil((e - s) / st));
-  }
+  const double s = start.toDouble(), st = step.toDouble();
+  // ATen's own sizing and checks: int64 ranges sized in exact int64 arithmetic (ValueError for
+  // a step that truncates to 0), others in double; "invalid size" where the length overflows.
+  const int64_t n = out.scalar_type() == at::kLong ? at::native::compute_arange_size<int64_t>(start, end, step)
+                                                   : at::native::compute_arange_size<double>(start, end, step);
   if (out.numel() != n) at::native::resize_output(out, {n});
   at::assert_no_internal_overlap(out);  // as CPU's kernel (a TensorIterator)
   vnc_tensor t = to_vnc(out);

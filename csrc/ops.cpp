@@ -839,9 +839,12 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (!target) target = c10::Device(kNeuron, static_cast<c10::DeviceIndex>(vnc_get_device()));
   for (size_t i = 0; has_neuron_tensor && i < nargs; i++) {
-    if (args_schema[i].name() == "indices") continue;  // CPU indices are accepted, as on CUDA
+    // CPU index tensors are read as on CUDA, CPU 0-dim tensors as scalars; a written tensor
+    // (an out= `indices` too) must be on the op's device.
+    const bool written = args_schema[i].alias_info() && args_schema[i].alias_info()->isWrite();
+    if (!written && args_schema[i].name() == "indices") continue;
     for_each_tensor((*stack)[base + i], [&](const at::Tensor& t) {
-      TORCH_CHECK(!(t.is_cpu() && t.dim() > 0),
+      TORCH_CHECK(!(t.is_cpu() && (t.dim() > 0 || written)),
                   "Expected all tensors to be on the same device, but found at least two devices, ",
                   device_str(*target), " and cpu! (in ", name, ", argument '", args_schema[i].name(), "')");
     });
@@ -1098,6 +1101,19 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 
+// Ops whose ATen kernel is a device-generic (CompositeExplicitAutograd) wrapper that still
+// refuses neuron: mode.values accepts CPU, CUDA and XPU tensors only; kaiser_window (each
+// overload calls the same C++ function, not the op) reaches a DispatchStub that has CPU and
+// CUDA kernels only (an internal assert elsewhere). The visible CPU fallback runs CPU's whole
+// kernel instead (its checks, resize and writes included). Each is noted with no native dtype
+// (the op table and the conformance harness count it as a fallback, not a native kernel).
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* op : {"mode.values", "kaiser_window", "kaiser_window.periodic", "kaiser_window.beta"}) {
+    note_native_dtypes(op, DtypeSet{0});
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+  }
+}
+
 // Sparse tensors do not exist on neuron: say so, and how the modules that create them are kept
 // dense, instead of PyTorch's "could not run" error. (Nested tensors: nested.cpp.)
 void unsupported_layout(const c10::OperatorHandle& op, torch::jit::Stack*) {
@@ -1106,6 +1122,9 @@ void unsupported_layout(const c10::OperatorHandle& op, torch::jit::Stack*) {
                               "nn.EmbeddingBag need sparse=False.");
 }
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout>());
 }
 

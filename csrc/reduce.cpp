@@ -38,16 +38,24 @@ void launch_reduce(at::TensorIteratorBase& iter, vnc_reduce_op op, const char* n
   check(vnc_reduce(stream_of(out), name, op, &it, nout, &params));
 }
 
-// sum / mean / prod. ATen casts the input to the output dtype first; the runtime converts
-// while it reads (integers accumulate in int64, floating types in float32), so the cast is
-// skipped when input and output are both integral or both floating — same result, no copy.
+// sum / mean / prod. ATen casts the input to the output dtype first (CPU's mean into float16
+// or bfloat16: to float32, then sums, divides and rounds); the runtime converts while it reads
+// (integers accumulate in int64, floating types in float32), so the cast is skipped where
+// reading converts to the same values: both integral (sums and products wrap alike), or a
+// floating cast that rounds nothing (to a wider type; float64 to float32, which the device
+// reads as float32). A narrowing one (sum of float32 into float16) rounds each input first.
 template <vnc_reduce_op OP>
 struct SumLike {
   static constexpr const char* name() { return OP == VNC_RED_SUM ? "aten::sum" : OP == VNC_RED_MEAN ? "aten::mean" : "aten::prod"; }
   static at::ScalarType read_dtype(const at::Tensor& self, const at::Tensor& out) {
-    bool same_kind = at::isFloatingType(self.scalar_type()) == at::isFloatingType(out.scalar_type()) &&
-                     !self.is_complex() && !out.is_complex();
-    return same_kind ? self.scalar_type() : out.scalar_type();
+    const at::ScalarType s = self.scalar_type();
+    if (self.is_complex() || out.is_complex()) return out.scalar_type();
+    const bool half_mean = OP == VNC_RED_MEAN && (out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16);
+    const at::ScalarType o = half_mean ? at::kFloat : out.scalar_type();
+    const bool integral = at::isIntegralType(s, true) && at::isIntegralType(o, true);
+    const bool exact_float = at::isFloatingType(s) && at::isFloatingType(o) &&
+                             (c10::promoteTypes(s, o) == o || (s == at::kDouble && o == at::kFloat));
+    return integral || exact_float ? s : o;
   }
   template <class M, class Dim>
   static void run(M&, const at::Tensor& self, Dim dim, bool keepdim, std::optional<at::ScalarType>, const at::Tensor& out) {

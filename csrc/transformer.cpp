@@ -231,7 +231,9 @@ constexpr const char* kSdpa = "aten::_scaled_dot_product_fused_attention_overrid
 // tensors, and reading a plain size would specialise the graph to it.)
 // The fused kernel serves 4-D (batch, heads, length, dim) floating inputs with equal batch
 // and head counts and no dropout; anything else takes PyTorch's math path (a composition of
-// native ops, which covers dropout, grouped-query heads and float64).
+// native ops, which covers dropout, grouped-query heads and float64). So does an attn_mask that
+// requires grad (a learned bias), as on CPU: the fused backward recomputes the probabilities
+// from the saved logsumexp, which loses them in rows whose logits are all huge negatives.
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const std::optional<at::Tensor>& mask, double dropout_p, bool, std::optional<double>,
                          bool) {
@@ -243,7 +245,7 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
                      k.sym_size(1) == q.sym_size(1) && v.sym_size(1) == q.sym_size(1) &&
                      k.sym_size(3) == q.sym_size(3) && v.sym_size(2) == k.sym_size(2) && q.device() == k.device() &&
                      q.device() == v.device() &&
-                     (!mask || !mask->defined() || mask->device() == q.device());
+                     (!mask || !mask->defined() || (mask->device() == q.device() && !mask->requires_grad()));
   return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 

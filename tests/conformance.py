@@ -35,8 +35,9 @@ import torch_neuronx
 
 ALL_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
               torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool]
+# Overloads with a neuron kernel, less those registered to the CPU fallback (no native dtype).
 REGISTERED = frozenset(r for r in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
-                       if r.startswith("aten::"))
+                       if r.startswith("aten::")) - {r for r, d in torch_neuronx._C._native_dtypes().items() if not d}
 REGISTERED_NAMES = frozenset(r.split(".", 1)[0] for r in REGISTERED)
 # Creation, views, copies and fills: every op reaches them; they do not make an OpInfo native.
 PLUMBING = frozenset({"aten::empty", "aten::empty_strided", "aten::as_strided", "aten::view", "aten::_reshape_alias",

@@ -9,11 +9,12 @@ F = torch.nn.functional
 B, H, L, S, E, EV = 2, 3, 7, 9, 8, 5
 
 
-def _run(device, q, k, v, **kw):
+def _run(device, q, k, v, mask_grad=True, **kw):
+    """Output and gradients of SDPA (a float attn_mask requires grad when mask_grad)."""
     q, k, v = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
     kw = {n: (a.detach().to(device) if isinstance(a, torch.Tensor) else a) for n, a in kw.items()}
     if isinstance(kw.get("attn_mask"), torch.Tensor) and kw["attn_mask"].is_floating_point():
-        kw["attn_mask"].requires_grad_()
+        kw["attn_mask"].requires_grad_(mask_grad)
     if device == "cpu":  # PyTorch's math path: the reference that also differentiates a float mask
         from torch.nn.attention import SDPBackend, sdpa_kernel
         with sdpa_kernel(SDPBackend.MATH):
@@ -35,7 +36,12 @@ CASES = {
     "bool mask": dict(attn_mask=torch.rand(L, S, generator=torch.Generator().manual_seed(1)) > 0.3),
     "float mask with gradient": dict(attn_mask=torch.randn(B, 1, L, S, generator=torch.Generator().manual_seed(2))),
     "fully masked row": dict(attn_mask=torch.cat([torch.zeros(1, S, dtype=torch.bool), torch.ones(L - 1, S, dtype=torch.bool)])),
+    "row masked by a huge finite bias with gradient": dict(
+        attn_mask=torch.zeros(L, S).index_fill_(0, torch.tensor([1, 4]), -1e30)),
 }
+# An attn_mask that requires grad (a learned bias) takes ATen's math path, as CPU's backend
+# choice does (_run makes every float mask require grad).
+MATH_CASES = {"float mask with gradient", "row masked by a huge finite bias with gradient"}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -47,10 +53,27 @@ def test_fused_attention_matches_cpu(name):
     for a, e in zip(actual, expected):
         torch.testing.assert_close(a, e, rtol=1e-5, atol=2e-6, equal_nan=True)
     ops = torch_neuronx.get_executed_op_counts()
-    assert "aten::_scaled_dot_product_fused_attention_overrideable" in ops
-    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops
-    assert "aten::bmm" not in ops   # not the math path
+    fused = name not in MATH_CASES
+    assert ("aten::_scaled_dot_product_fused_attention_overrideable" in ops) == fused
+    assert ("aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops) == fused
+    assert ("aten::bmm" in ops) != fused   # the math path's products
     assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_fused_op_called_directly_differentiates_its_float_mask(native):
+    """F.scaled_dot_product_attention sends a mask that requires grad to the math path; the
+    fused op itself still returns the mask's gradient (grad_input_mask[3]) as the math path does."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = torch.randn(B, H, L, E, generator=g), torch.randn(B, H, S, E, generator=g), torch.randn(B, H, S, EV, generator=g)
+    mask = torch.randn(B, 1, L, S, generator=g)
+    expected = _run("cpu", q, k, v, attn_mask=mask)
+    qn, kn, vn, mn = [t.to(native).requires_grad_() for t in (q, k, v, mask)]
+    out = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(qn, kn, vn, mn)[0]
+    weights = torch.arange(out.numel(), dtype=out.dtype).reshape(out.shape).sin().to(native)
+    (out * weights).sum().backward()
+    for a, e in zip([out, qn.grad, kn.grad, vn.grad, mn.grad], expected):
+        torch.testing.assert_close(a.detach().cpu(), e, rtol=1e-5, atol=2e-6)
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in torch_neuronx.get_executed_op_counts()
 
 
 def test_dropout_and_grouped_query_take_the_native_math_path():
@@ -100,10 +123,10 @@ def test_sdpa_kernel_context_selects_the_math_path():
                                              (130, 140, 8, 8, True), (16, 16, 16, 16, False)])
 def test_fused_attention_shapes(L, S, E, EV, causal):
     # Sizes around the kernel's 16-column blocks and 4-row tiles, L < S and L > S, causal or not,
-    # with an additive float mask broadcast over heads.
+    # with an additive float mask broadcast over heads (not a learned one: the fused kernel runs).
     g = torch.Generator().manual_seed(L * S)
     q, k, v = torch.randn(2, 3, L, E, generator=g), torch.randn(2, 3, S, E, generator=g), torch.randn(2, 3, S, EV, generator=g)
-    kw = dict(is_causal=True) if causal else dict(attn_mask=torch.randn(2, 1, L, S, generator=g))
+    kw = dict(is_causal=True) if causal else dict(attn_mask=torch.randn(2, 1, L, S, generator=g), mask_grad=False)
     torch_neuronx.clear_op_tracking()
     expected, actual = _run("cpu", q, k, v, **kw), _run("neuron", q, k, v, **kw)
     for a, e in zip(actual, expected):

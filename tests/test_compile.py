@@ -869,6 +869,47 @@ def test_fallback_env_variable():
     assert "OK" in proc.stdout
 
 
+def test_new_python_int_values_are_lowered_again_with_a_warning(neuron):
+    """A symbolic Python int is a constant of each lowering: each new value is lowered again
+    (equal to eager) and a warning names the remedy; as a 0-dim tensor it is read at run time."""
+    import warnings
+    f = torch.compile(lambda x, n: (x * 2 + n).sum(), backend="neuron")
+    x = torch.ones(1000, device=neuron)
+    torch_neuronx.reset_dynamo_metrics()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(8):
+            assert f(x, n).item() == 2000 + 1000 * n
+    assert sum("for each new value of a Python int argument" in str(m.message) for m in w) == 1
+    # the static first graph, the symbolic second one, and a lowering per later value
+    assert len(torch_neuronx.get_dynamo_metrics()) == 2 + 7
+    g = torch.compile(lambda x, n: (x * 2 + n).sum(), backend="neuron")
+    torch_neuronx.reset_dynamo_metrics()
+    for n in range(8):
+        assert g(x, torch.tensor(n)).item() == 2000 + 1000 * n
+    assert len(torch_neuronx.get_dynamo_metrics()) == 1
+
+
+def test_float64_graph_warns_as_eager():
+    """A compiled graph computing float64 in C (no eager kernel in it) gives the device rule's
+    warning once, and computes through float32 as eager does."""
+    proc = run_py("""
+        import warnings, torch, torch_neuronx
+        warnings.simplefilter("always")
+        x = torch.linspace(0, 1, 5, dtype=torch.float64)
+        f = torch.compile(lambda t: (t * 3).exp().sum(), backend="neuron")
+        with warnings.catch_warnings(record=True) as w:
+            y = f(x.to("neuron"))
+        msgs = [str(m.message) for m in w if "float64 is not natively supported" in str(m.message)]
+        assert len(msgs) == 1 and "compiled graph" in msgs[0] and "executed as float32" in msgs[0], msgs
+        assert y.dtype == torch.float64 and y.item() == (x.float() * 3).exp().sum().double().item()
+        m = torch_neuronx.get_dynamo_metrics()[0]
+        assert not m["fallback"] and m["c_step_count"] >= 1 and m["eager_op_count"] == 0, m
+        print("OK")
+    """)
+    assert "OK" in proc.stdout
+
+
 def test_mode_and_options(neuron):
     with pytest.warns(UserWarning, match="Neuron backend does not support mode='max-autotune'"):
         f = torch.compile(lambda x: x + 1, backend="neuron", mode="max-autotune")

@@ -80,6 +80,34 @@ def test_inplace_and_out_variants_write_the_device_tensor(neuron):
     assert base.cpu()[:, 1:].sum().item() == 45.0 and base.cpu()[:, 0].sum().item() == 3.0
 
 
+def test_composite_kernels_that_refuse_other_devices_take_the_fallback(neuron):
+    """ATen's mode.values accepts CPU/CUDA/XPU tensors only, kaiser_window calls a stub with CPU
+    and CUDA kernels only; on neuron both run through the visible fallback: values, indices,
+    resize, keepdim and CPU's errors as on CPU."""
+    for args in ((6,), (6, False), (7, True, 3.0)):
+        torch_neuronx.clear_op_tracking()
+        w = torch.kaiser_window(*args, device=neuron)
+        assert w.device == neuron and torch.equal(w.cpu(), torch.kaiser_window(*args))
+        assert torch_neuronx.get_fallback_ops() == ["aten::kaiser_window"]
+    x = torch.tensor([[1.0, 2.0, 2.0, 3.0], [5.0, 5.0, 4.0, 4.0], [0.0, 1.0, 0.0, 1.0]])
+    for keepdim in (False, True):
+        ev, ei = torch.empty(0), torch.empty(0, dtype=torch.int64)
+        torch.mode(x, 1, keepdim, out=(ev, ei))
+        vals = torch.empty(0, device=neuron)
+        idx = torch.empty(0, dtype=torch.int64, device=neuron)
+        torch_neuronx.clear_op_tracking()
+        r = torch.mode(x.to(neuron), 1, keepdim, out=(vals, idx))
+        assert r[0] is vals and r[1] is idx
+        assert vals.shape == ev.shape and torch.equal(vals.cpu(), ev) and torch.equal(idx.cpu(), ei)
+        assert "aten::mode" in torch_neuronx.get_fallback_ops()
+    for bad, match in (((torch.empty(0, dtype=torch.int32, device=neuron), torch.empty(0, dtype=torch.int64, device=neuron)),
+                        "scalar type .Float. but got .Int."),
+                       ((torch.empty(0, device=neuron), torch.empty(0, dtype=torch.int32, device=neuron)), "int64|Long"),
+                       ((torch.empty(0, device=neuron), torch.empty(0, dtype=torch.int64)), "device")):
+        with pytest.raises(RuntimeError, match=match):
+            torch.mode(x.to(neuron), 1, out=bad)
+
+
 def test_mixing_devices_is_an_error(neuron):
     x = torch.ones(3, device=neuron)
     for f in (lambda a, b: a + b, lambda a, b: torch.ops.neuron_test.scale(a, 1.0) + b):

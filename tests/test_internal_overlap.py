@@ -457,11 +457,9 @@ def test_fallback_gives_cpu_the_expanded_target(neuron):
 # ---------------------------------------------------------------- the OpInfo sweep
 
 # OpInfos left out: factories (no input to place), sparse ops, ops whose CPU kernel writes past
-# an expanded out= tensor's memory (heap corruption of the test process; PyTorch's own bug), and
-# mode, whose out= form (ATen's composite mode_out) refuses every neuron tensor: it accepts CPU,
-# CUDA and XPU tensors only, expanded or not.
+# an expanded out= tensor's memory (heap corruption of the test process; PyTorch's own bug).
 SWEEP_SKIP = {"arange", "full", "ones", "zeros", "randn", "rand", "empty", "linspace", "logspace", "eye",
-              "nn.functional.avg_pool3d", "narrow_copy", "mode"}
+              "nn.functional.avg_pool3d", "narrow_copy"}
 SWEEP_KERNEL_DEFINED = {"tril", "triu", "addmv"}
 
 

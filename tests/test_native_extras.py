@@ -1,5 +1,5 @@
-"""trace, F.unfold / F.fold (aten::im2col / col2im) and torch.cdist (_cdist_forward /
-_cdist_backward) run natively and match CPU PyTorch: values, gradients (torch.autograd, which
+"""trace, F.unfold / F.fold (aten::im2col / col2im), torch.cdist (_cdist_forward /
+_cdist_backward), torch.arange's sizing and reductions with a dtype= run natively and match CPU PyTorch: values, gradients (torch.autograd, which
 reaches each op's backward: trace_backward's composition, col2im for im2col and the reverse,
 _cdist_backward for both operands), non-contiguous, empty and batched inputs, and CPU's
 exceptions for bad arguments."""
@@ -280,3 +280,64 @@ def test_cdist_refuses_what_cpu_refuses(call, shapes):
     torch_neuronx.clear_op_tracking()
     _same_error(call, *[_r(*s) for s in shapes])
     assert torch_neuronx.get_fallback_ops() == []  # refused natively, as CPU refuses
+
+
+# ------------------------------------------------------------------------------ arange
+
+@pytest.mark.parametrize("args,dtype", [
+    ((0, 2**60 + 1, 2**59), torch.int64),               # int64 bounds past 2**53: sized exactly
+    ((2**62, 2**62 + 2**53 + 1, 2**53), torch.int64),
+    ((-7, 2**55, 2**52 + 3), torch.int64),
+    ((5, -2**54, -(2**51) - 1), torch.int64),
+    ((0, 10, 3), torch.int32),
+    ((0.5, 2.0, 0.25), torch.float32),
+    ((1.0, 0.0, -0.3), torch.float32),
+    ((3, 3, 1), torch.int64),
+])
+def test_arange_length_and_values_match_cpu(native, args, dtype):
+    expected = torch.arange(*args, dtype=dtype)
+    got = torch.arange(*args, dtype=dtype, device=native).cpu()
+    assert got.dtype == expected.dtype and torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("args,dtype", [
+    ((0, 1, 0.1), torch.int64),                         # the step truncates to 0: ValueError
+    ((0, 10, -1), torch.int64),                         # the bounds disagree with the step's sign
+    ((0.0, 1.0, 0.0), torch.float32),
+    ((0.0, float("inf"), 1.0), torch.float32),
+    ((-2**62, 2**62, 2**61 + 1), torch.int64),          # the length overflows
+])
+def test_arange_refuses_what_cpu_refuses(args, dtype):
+    torch_neuronx.clear_op_tracking()
+    with pytest.raises(Exception) as cpu_err:
+        torch.arange(*args, dtype=dtype)
+    with pytest.raises(type(cpu_err.value)) as err:
+        torch.arange(*args, dtype=dtype, device="neuron")
+    assert str(err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+# ------------------------------------------------------------------------------ sum/mean/prod dtype=
+
+@pytest.mark.parametrize("src,dst", [(torch.float32, torch.float16), (torch.float32, torch.bfloat16),
+                                     (torch.bfloat16, torch.float16), (torch.float16, torch.float32),
+                                     (torch.float32, torch.float64), (torch.float32, torch.int64),
+                                     (torch.int32, torch.float16), (torch.int64, torch.int8)])
+@pytest.mark.parametrize("op", [torch.sum, torch.mean, torch.prod])
+def test_reduction_dtype_casts_the_input_first_as_cpu(native, op, src, dst):
+    """ATen casts the input to `dtype` before reducing: a narrowing cast rounds each element
+    (CPU's mean into float16/bfloat16 sums the input in float32 instead)."""
+    if op is torch.mean and not dst.is_floating_point:
+        return  # mean refuses integral dtypes (test_native_coverage covers its error)
+    x = (_r(50, 60, seed=1) * (2 if src.is_floating_point else 40)).to(src)
+    if op is torch.prod:
+        x = x[:, :6] / (4 if src.is_floating_point else 20)
+    expected = op(x, 1, dtype=dst)
+    got = op(x.to(native), 1, dtype=dst).cpu()
+    assert got.dtype == expected.dtype
+    # CPU multiplies float16/bfloat16 products in the 16-bit type, rounding each of the 5 steps
+    # (the device in float32): a few ulps
+    tol = dict(rtol=0, atol=0) if not dst.is_floating_point else \
+        dict(rtol=1e-6, atol=1e-6) if dst in (torch.float32, torch.float64) else \
+        dict(rtol=4 * torch.finfo(dst).eps, atol=0) if op is torch.prod else dict(rtol=0, atol=0)
+    torch.testing.assert_close(got, expected, **tol)

@@ -79,6 +79,8 @@ def render() -> str:
         "test fails when this file is stale. Each row is an ATen op overload with a native kernel for the",
         "`neuron` dispatch key. Every other op runs through the visible CPU fallback (warned once,",
         "reported by `torch_neuronx.get_fallback_ops()`), unless PyTorch decomposes it into native ops.",
+        "A few rows say `none`: their ATen kernel is device-generic yet refuses neuron, so the neuron",
+        "key sends them to that CPU fallback explicitly.",
         "",
         "- **native dtypes**: the dtypes of its first tensor argument the kernel runs natively (the dtype",
         "  gate, `csrc/gate.h`); any other dtype goes to the CPU fallback, which computes it or raises the",
@@ -108,7 +110,8 @@ def render() -> str:
     ]
     for r in regs:
         base = r.split(".", 1)[0]
-        nd = _native(native_dtypes[r]) if r in native_dtypes else "all"
+        nd = "all" if r not in native_dtypes else _native(native_dtypes[r]) if native_dtypes[r] else \
+            "none: registered to the CPU fallback (ATen's own kernel refuses neuron)"
         f = by_name.get(base)
         lines.append(f"| `{r}` | {nd} | {_dtypes(f['dtypes']) + ' (' + _opinfos(f['opinfos'], 2) + ')' if f else ''} |")
     others = [f for f in fallbacks if f["op"] not in {r.split(".", 1)[0] for r in regs}]

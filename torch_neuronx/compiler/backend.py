@@ -171,6 +171,10 @@ class _GraphCompiler:
         rec.lowering_us = (t1 - t0) * 1e6
         if prog.device is None:  # no neuron value left after lowering
             return self._eagerly(gm, rec, _NOT_OURS)
+        if any(b.dtype in (torch.float64, torch.complex128) for b in prog.buffers):  # the device rule, as eager
+            from torch_neuronx import _C
+
+            _C._warn_float64(f"compiled graph {name}")
         source, tables, ints = generate(prog, name)
         t2 = time.perf_counter()
         rec.codegen_us = (t2 - t1) * 1e6
@@ -212,6 +216,9 @@ class SpecializingGraph:
     re-propagation). The last CACHE_SIZE shapes are kept (least recently used dropped)."""
 
     CACHE_SIZE = 256
+    # Lowerings for one set of tensor shapes (new values of Python numbers only) before the
+    # warning that says how to avoid them.
+    NUMBER_LOWERINGS_WARNED = 4
 
     def __init__(self, gm, compiler, name, graph_type):
         self._boxed_call = True
@@ -219,18 +226,26 @@ class SpecializingGraph:
         self.cache = collections.OrderedDict()
         self.count = 0
         self.fake_mode = None
+        self.per_shapes = collections.Counter()  # tensor-shapes key -> lowerings
 
     def __call__(self, *call_args):
         from .executor import _unbox
 
         args = _unbox(call_args)
-        key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device) if isinstance(a, torch.Tensor) else
-                    (type(a).__name__, a) for a in args)
+        shapes = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device) for a in args if isinstance(a, torch.Tensor))
+        key = (shapes, tuple((type(a).__name__, a) for a in args if not isinstance(a, torch.Tensor)))
         fn = self.cache.get(key)
         if fn is None:
             fn = self.cache[key] = self._specialise(args)
             if len(self.cache) > self.CACHE_SIZE:
                 self.cache.popitem(last=False)
+            self.per_shapes[shapes] += 1
+            if self.per_shapes[shapes] > self.NUMBER_LOWERINGS_WARNED:
+                # A symbolic Python int is a constant of each lowering (the C is shared, the
+                # lowering is not); a 0-dim tensor is read at run time.
+                _warn_once(("numbers", self.name), f"torch.compile(backend='neuron'): graph {self.name} is lowered "
+                           "again for each new value of a Python int argument (tens of ms each); pass a value that "
+                           "changes from call to call as a tensor (torch.tensor(n)), which is read at run time")
         else:
             self.cache.move_to_end(key)
         return fn(args)
