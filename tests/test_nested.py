@@ -89,6 +89,12 @@ def test_other_nested_and_sparse_tensors_are_refused_with_a_remedy():
     bag = torch.nn.EmbeddingBag(10, 4, sparse=True).to("neuron")
     with pytest.raises(NotImplementedError, match="sparse=False"):
         bag(torch.tensor([[1, 2]], device="neuron")).sum().backward()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's "sparse CSR is in beta"
+        csr = torch.eye(3).to_sparse_csr().to("neuron")  # ATen builds the shell from dense parts
+    with pytest.raises(NotImplementedError, match="aten::_to_dense: sparse tensors are not supported on neuron"):
+        csr.to_dense()
 
 
 # ---------------------------------------------------------------- strided and jagged nested tensors
