@@ -103,10 +103,8 @@ PyObject* py_set_num_threads(PyObject*, PyObject* arg) {
  * error set for another value, or for mkl where PyTorch carries none. */
 bool choose_gemm_provider() {
   const char* want = std::getenv("TORCH_NEURONX_BLAS");
-  if (want && *want && std::strcmp(want, "mkl") != 0 && std::strcmp(want, "openblas") != 0) {
-    PyErr_Format(PyExc_RuntimeError, "TORCH_NEURONX_BLAS='%s' is not one of mkl, openblas", want);
-    return false;
-  }
+  // An unknown name: the device refuses every use, naming it (runtime/src/device.c, settings_ok)
+  if (want && *want && std::strcmp(want, "mkl") != 0 && std::strcmp(want, "openblas") != 0) return true;
   if (want && std::strcmp(want, "openblas") == 0) return true;
   void* torch_cpu = dlopen("libtorch_cpu.so", RTLD_NOLOAD | RTLD_LAZY);
   auto sgemm = torch_cpu ? reinterpret_cast<vnc_sgemm_fn>(dlsym(torch_cpu, "sgemm_")) : nullptr;

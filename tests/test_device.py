@@ -64,9 +64,15 @@ def test_capacity_env_var():
                                      ({"TORCH_NEURONX_CORE_MEMORY": "0"}, "TORCH_NEURONX_CORE_MEMORY='0' is not a size"),
                                      ({"TORCH_NEURONX_NUM_THREADS": "two"}, "TORCH_NEURONX_NUM_THREADS='two' must be an integer"),
                                      ({"TORCH_NEURONX_PLAN_CACHE_SIZE": "-3"}, "TORCH_NEURONX_PLAN_CACHE_SIZE='-3' must be"),
-                                     ({"NEURON_RT_VISIBLE_CORES": "1,1"}, "distinct cores")])
+                                     ({"NEURON_RT_VISIBLE_CORES": "1,1"}, "distinct cores"),
+                                     ({"TORCH_NEURONX_BLAS": "atlas"}, "TORCH_NEURONX_BLAS='atlas' is not one of mkl, openblas"),
+                                     ({"TORCH_NEURONX_BLAS": "MKL"}, "TORCH_NEURONX_BLAS='MKL' is not one of mkl, openblas"),
+                                     ({"TORCH_NEURONX_STRICT": "yes"}, "TORCH_NEURONX_STRICT='yes' must be an integer from 0 to 1"),
+                                     ({"NEURON_LAUNCH_BLOCKING": "maybe"}, "NEURON_LAUNCH_BLOCKING='maybe' must be"),
+                                     ({"TORCH_NEURONX_FALLBACK_LIST_CAP": "-5"}, "TORCH_NEURONX_FALLBACK_LIST_CAP='-5' must be")])
 def test_malformed_settings_raise_naming_them(env, msg):
-    """A malformed runtime setting is not ignored: using the device raises, naming it."""
+    """A malformed setting is not ignored: using the device raises, naming it; `import torch`
+    (which loads the backend) and CPU work still run."""
     out = run_py("""
         import torch
         print(torch.neuron.device_count())

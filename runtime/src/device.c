@@ -87,8 +87,10 @@ static int env_int_ok(const char *name, long lo, long hi) {
   return 0;
 }
 
-/* The runtime's other settings, checked once with the device table: a malformed value makes
- * every device use raise naming it, rather than being ignored. */
+/* The process's other settings (the runtime's and the PyTorch glue's), checked once with the
+ * device table: a malformed value makes every device use raise naming it, rather than being
+ * ignored. (The glue reads TORCH_NEURONX_BLAS while Python imports it: an unknown provider
+ * must not fail `import torch` for CPU-only scripts, so it is refused here.) */
 static int settings_ok(void) {
   const char *mem = getenv("TORCH_NEURONX_CORE_MEMORY");
   if (mem && *mem && !parse_bytes(mem)) {
@@ -96,8 +98,14 @@ static int settings_ok(void) {
              "TORCH_NEURONX_CORE_MEMORY='%s' is not a size such as '8G', '512M' or a byte count", mem);
     return 0;
   }
+  const char *blas = getenv("TORCH_NEURONX_BLAS");
+  if (blas && *blas && strcmp(blas, "mkl") != 0 && strcmp(blas, "openblas") != 0) {
+    snprintf(table_error, sizeof table_error, "TORCH_NEURONX_BLAS='%s' is not one of mkl, openblas", blas);
+    return 0;
+  }
   return env_int_ok("TORCH_NEURONX_NUM_THREADS", 1, 1024) &&
-         env_int_ok("TORCH_NEURONX_PLAN_CACHE_SIZE", 1, 1L << 30);
+         env_int_ok("TORCH_NEURONX_PLAN_CACHE_SIZE", 1, 1L << 30) && env_int_ok("NEURON_LAUNCH_BLOCKING", 0, 1) &&
+         env_int_ok("TORCH_NEURONX_STRICT", 0, 1) && env_int_ok("TORCH_NEURONX_FALLBACK_LIST_CAP", 1, 1L << 40);
 }
 
 static void build_table(void) {

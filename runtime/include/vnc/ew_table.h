@@ -132,7 +132,7 @@ typedef struct vnc_ew_na {
   X(mish_backward, 2, S, vnc_f_mish_grad(a, b), VNC_NA, VNC_NA, VNC_NA) /* a: grad, b: input */ \
   /* nan_to_num: P->f = {nan, posinf, neginf} replacements */ \
   X(nan_to_num, 1, S, isnan(a) ? (float)P->f[0] : a == INFINITY ? (float)P->f[1] : a == -INFINITY ? (float)P->f[2] : a, a, a, VNC_NA) \
-  X(hardsigmoid, 1, S, fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f, VNC_NA, VNC_NA, VNC_NA) \
+  X(hardsigmoid, 1, S, vnc_f_relu6(a + 3.0f) / 6.0f, VNC_NA, VNC_NA, VNC_NA) \
   /* backward of activations: a = grad_output, b = input (or result where noted), except
    * where ATen's meta orders them (self, grad): threshold_backward, leaky_relu_backward */ \
   X(threshold_backward, 2, S, a <= (float)P->f[0] ? 0.0f : b, (T)(a <= P->i[0] ? 0 : b), VNC_NA, VNC_NA) \

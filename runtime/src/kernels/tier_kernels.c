@@ -74,10 +74,14 @@ static inline mm_vec mm_max(mm_vec m, mm_vec v) {
 #define EW_ATTR_U8
 #define EW_ATTR_B
 
+/* The bodies read their parameters through P, a local copy: reads of a local object are safe
+ * to hoist and to speculate, so a parameter read in one arm of a select (leaky_relu's slope)
+ * does not keep GCC from vectorising the loop. */
 #define EW_DEF_KERNEL(CLS, TT, DT, COL, name, nin, res, F, I, B, C)                      \
-  EW_ATTR_##CLS static void ew_##name##_##CLS(int64_t n, char *out, char *const *in, const vnc_ew_params *P) { \
+  EW_ATTR_##CLS static void ew_##name##_##CLS(int64_t n, char *out, char *const *in, const vnc_ew_params *P_) { \
     typedef TT T;                                                                         \
     typedef EW_RES_##res(TT) R;                                                           \
+    const vnc_ew_params params_ = *P_, *P = &params_;                                     \
     R *o = (R *)out;                                                                      \
     const T *x = (const T *)in[0];                                                        \
     const T *y = (nin) > 1 ? (const T *)in[1] : x;                                        \
