@@ -1,7 +1,7 @@
 // Image ops on the neuron key (runtime: vnc/vision.h): avg_pool2d, native_group_norm, every
 // upsampling op (nearest, nearest-exact, linear, bilinear, bicubic, trilinear; 1-D to 3-D),
 // _adaptive_avg_pool3d, avg_pool3d, max_pool3d_with_indices, adaptive_max_pool2d/3d, reflection /
-// replication padding of 1 to 3 dims, each with its backward.
+// replication padding of 1 to 3 dims, grid_sampler_2d/3d (F.grid_sample), each with its backward.
 //
 // Argument checks and output shapes come from ATen's structured metas where the op has one
 // (so errors are PyTorch's own); outputs keep the memory format the meta picks (channels-last
@@ -10,6 +10,7 @@
 #include "gate.h"
 #include "structured.h"
 
+#include <ATen/native/GridSamplerUtils.h>
 #include <ATen/native/Padding.h>
 #include <ATen/native/Pool.h>
 #include <ATen/native/UpSample.h>
@@ -929,6 +930,136 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
   return {dX, dgamma, dbeta};
 }
 
+// ---------------------------------------------------------------- grid_sampler_2d / 3d
+
+// grid_sampler_2d and grid_sampler_3d (F.grid_sample), forward and backward, over ND spatial dims.
+template <int ND>
+struct GridSampler {
+  static constexpr const char* kName = ND == 2 ? "aten::grid_sampler_2d" : "aten::grid_sampler_3d";
+  static constexpr const char* kBwd = ND == 2 ? "aten::grid_sampler_2d_backward" : "aten::grid_sampler_3d_backward";
+
+  // A (N, [D,] H, W, ND) grid as the runtime's.
+  static vnc_grid grid_of(const at::Tensor& g) {
+    vnc_grid v{};
+    v.data = element_ptr(g);
+    v.N = g.size(0);
+    v.strides[0] = g.stride(0);
+    v.D = ND == 3 ? g.size(1) : 1;
+    v.strides[1] = ND == 3 ? g.stride(1) : 0;
+    v.H = g.size(ND - 1);
+    v.W = g.size(ND);
+    for (int64_t d = 0; d < 3; d++) v.strides[2 + d] = g.stride(ND - 1 + d);  // H, W, coordinate
+    return v;
+  }
+
+  // ATen's checks (GridSamplerUtils.h: CPU's messages), the modes, and the dtypes: input, grid
+  // (and grad_output) of one floating dtype, else CPU's kernel decides (it raises on a mismatch).
+  static vnc_grid_sample_params args(const char* name, const at::Tensor& input, const at::Tensor& grid,
+                                     int64_t interpolation_mode, int64_t padding_mode, bool align_corners,
+                                     const at::Tensor* grad_output = nullptr) {
+    at::native::check_grid_sampler_common(input, grid);
+    if (ND == 2) {
+      at::native::check_grid_sampler_2d(input, grid);
+    } else {
+      at::native::check_grid_sampler_3d(input, grid, interpolation_mode);
+    }
+    TORCH_CHECK(interpolation_mode >= 0 && interpolation_mode <= (ND == 2 ? 2 : 1), name,
+                ND == 2 ? ": expected interpolation_mode 0 (bilinear), 1 (nearest) or 2 (bicubic), but got "
+                        : ": expected interpolation_mode 0 (bilinear) or 1 (nearest), but got ",
+                interpolation_mode);
+    TORCH_CHECK(padding_mode >= 0 && padding_mode <= 2, name,
+                ": expected padding_mode 0 (zeros), 1 (border) or 2 (reflection), but got ", padding_mode);
+    check_dtype(name + 6, input);
+    NEURON_CHECK_SUPPORTED(grid.scalar_type() == input.scalar_type() &&
+                               (!grad_output || grad_output->scalar_type() == input.scalar_type()),
+                           name, ": input, grid and grad_output of different dtypes");
+    if (grad_output) {
+      check_same_device(name, input, {grad_output});
+      std::vector<int64_t> shape{input.size(0), input.size(1)};
+      for (int64_t d = 1; d <= ND; d++) shape.push_back(grid.size(d));
+      TORCH_CHECK(grad_output->sizes() == at::IntArrayRef(shape), name, ": expected grad_output of sizes ",
+                  at::IntArrayRef(shape), ", but got ", grad_output->sizes());
+    }
+    vnc_grid_sample_params p{};
+    p.nd = ND;
+    p.interp = static_cast<int32_t>(interpolation_mode);
+    p.padding = static_cast<int32_t>(padding_mode);
+    p.align_corners = align_corners;
+    return p;
+  }
+
+  static at::Tensor& fwd_out(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
+                             int64_t padding_mode, bool align_corners, at::Tensor& out) {
+    const vnc_grid_sample_params p = args(kName, input, grid, interpolation_mode, padding_mode, align_corners);
+    check_same_device(kName, input, {&out});
+    NEURON_CHECK_SUPPORTED(out.scalar_type() == input.scalar_type(), kName, ": out of another dtype than input");
+    std::vector<int64_t> shape{input.size(0), input.size(1)};
+    for (int64_t d = 1; d <= ND; d++) shape.push_back(grid.size(d));
+    at::native::resize_output(out, shape);
+    record_native(kName);
+    if (input.scalar_type() == at::kDouble) warn_float64(kName);
+    const vnc_volume x = volume_of(input, ND);
+    const vnc_grid g = grid_of(grid);
+    c10::DeviceGuard guard(input.device());
+    into(out, [&](const at::Tensor& o) {
+      const vnc_volume ov = volume_of(o, ND);
+      check(vnc_grid_sample(stream_of(input), kName, &p, dt(input), &x, &g, &ov));
+    });
+    return out;
+  }
+
+  static at::Tensor fwd(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
+                        int64_t padding_mode, bool align_corners) {
+    at::Tensor out = at::empty({0}, input.options());  // contiguous, as CPU's
+    return fwd_out(input, grid, interpolation_mode, padding_mode, align_corners, out);
+  }
+
+  static std::tuple<at::Tensor&, at::Tensor&> bwd_out(const at::Tensor& grad_output, const at::Tensor& input,
+                                                      const at::Tensor& grid, int64_t interpolation_mode,
+                                                      int64_t padding_mode, bool align_corners,
+                                                      std::array<bool, 2> output_mask, at::Tensor& grad_input,
+                                                      at::Tensor& grad_grid) {
+    const vnc_grid_sample_params p =
+        args(kBwd, input, grid, interpolation_mode, padding_mode, align_corners, &grad_output);
+    check_same_device(kBwd, input, {&grad_input, &grad_grid});
+    NEURON_CHECK_SUPPORTED((!output_mask[0] || grad_input.scalar_type() == input.scalar_type()) &&
+                               grad_grid.scalar_type() == input.scalar_type(),
+                           kBwd, ": outputs of another dtype than input");
+    if (output_mask[0]) at::native::resize_output(grad_input, input.sizes());
+    at::native::resize_output(grad_grid, grid.sizes());
+    record_native(kBwd);
+    if (input.scalar_type() == at::kDouble) warn_float64(kBwd);
+    const vnc_volume go = volume_of(grad_output, ND), x = volume_of(input, ND);
+    const vnc_grid g = grid_of(grid);
+    c10::DeviceGuard guard(input.device());
+    auto launch = [&](const at::Tensor* gi) {
+      into(grad_grid, [&](const at::Tensor& gg) {
+        const vnc_grid ggv = grid_of(gg);
+        const vnc_volume giv = gi ? volume_of(*gi, ND) : vnc_volume{};
+        check(vnc_grid_sample_backward(stream_of(input), kBwd, &p, dt(input), &go, &x, &g, gi ? &giv : nullptr, &ggv));
+      });
+    };
+    if (output_mask[0]) {
+      into(grad_input, [&](const at::Tensor& gi) { launch(&gi); });
+    } else {
+      launch(nullptr);
+    }
+    return {grad_input, grad_grid};
+  }
+
+  static std::tuple<at::Tensor, at::Tensor> bwd(const at::Tensor& grad_output, const at::Tensor& input,
+                                                const at::Tensor& grid, int64_t interpolation_mode,
+                                                int64_t padding_mode, bool align_corners,
+                                                std::array<bool, 2> output_mask) {
+    // CPU's layouts: contiguous gradients; grad_input undefined unless requested
+    at::Tensor grad_input = output_mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
+    at::Tensor grad_grid = at::empty(grid.sizes(), grid.options());
+    bwd_out(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask, grad_input,
+            grad_grid);
+    return {grad_input, grad_grid};
+  }
+};
+
 // ---------------------------------------------------------------- pixel shuffle
 
 // ATen's device-generic composition (views and one copy), its result in the input's layout as
@@ -993,6 +1124,14 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("replication_pad2d.out", TORCH_FN(replication_pad2d_out));
   m.impl("replication_pad2d_backward", TORCH_FN(pad2d_backward<VNC_PAD_REPLICATE>));
   m.impl("replication_pad2d_backward.grad_input", TORCH_FN(pad2d_backward_out<VNC_PAD_REPLICATE>));
+  m.impl("grid_sampler_2d", TORCH_FN(GridSampler<2>::fwd), kFloatingDtypes);
+  m.impl("grid_sampler_2d.out", TORCH_FN(GridSampler<2>::fwd_out), kFloatingDtypes);
+  m.impl("grid_sampler_2d_backward", TORCH_FN(GridSampler<2>::bwd), kFloatingDtypes);
+  m.impl("grid_sampler_2d_backward.out", TORCH_FN(GridSampler<2>::bwd_out), kFloatingDtypes);
+  m.impl("grid_sampler_3d", TORCH_FN(GridSampler<3>::fwd), kFloatingDtypes);
+  m.impl("grid_sampler_3d.out", TORCH_FN(GridSampler<3>::fwd_out), kFloatingDtypes);
+  m.impl("grid_sampler_3d_backward", TORCH_FN(GridSampler<3>::bwd), kFloatingDtypes);
+  m.impl("grid_sampler_3d_backward.out", TORCH_FN(GridSampler<3>::bwd_out), kFloatingDtypes);
   m.impl("native_group_norm", TORCH_FN(native_group_norm));
   m.impl("native_group_norm_backward", TORCH_FN(native_group_norm_backward));
 }

@@ -232,6 +232,21 @@ def _cases() -> list[Case]:
         call("aten::upsample_bilinear2d_backward.grad_input", _t(2, 3, 9, 14, seed=8), [9, 14], [2, 3, 6, 7], False,
              outs=[("grad_input", F32)]),
     ]
+    # grid sampling: out= forms and the backward kernels called directly (modes, padding modes)
+    grid2, grid3, vol = _t(2, 4, 5, 2, low=-1.2, high=1.2, seed=40), _t(2, 2, 3, 4, 3, low=-1.2, high=1.2, seed=41), \
+        _t(2, 3, 3, 4, 5, seed=42)
+    cases += [
+        call("aten::grid_sampler_2d.out", img, grid2, 2, 2, False, outs=[("out", F32)]),
+        call("aten::grid_sampler_2d_backward", _t(2, 3, 4, 5, seed=43), img, grid2, 0, 1, True, [True, True]),
+        call("aten::grid_sampler_2d_backward", _t(2, 3, 4, 5, seed=43), img, grid2, 2, 0, False, [False, True]),
+        call("aten::grid_sampler_2d_backward.out", _t(2, 3, 4, 5, seed=43), img, grid2, 1, 2, False, [True, True],
+             outs=[("out0", F32), ("out1", F32)]),
+        call("aten::grid_sampler_3d", vol, grid3, 0, 2, True),
+        call("aten::grid_sampler_3d.out", vol, grid3, 1, 1, False, outs=[("out", F32)]),
+        call("aten::grid_sampler_3d_backward", _t(2, 3, 2, 3, 4, seed=44), vol, grid3, 0, 0, False, [True, True]),
+        call("aten::grid_sampler_3d_backward.out", _t(2, 3, 2, 3, 4, seed=44), vol, grid3, 0, 2, True, [True, True],
+             outs=[("out0", F32), ("out1", F32)]),
+    ]
     # convolution entry points of the device (CPU's counterparts: convolution and its backward)
     w, b = _t(4, 3, 3, 3, seed=9), _t(4, seed=10)
     conv_args = ([1, 2], [1, 0], [1, 1], False, [0, 0], 1)

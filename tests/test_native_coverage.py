@@ -29,6 +29,8 @@ CASES = {
     "logsumexp": (lambda x: x.logsumexp(-1), (3, 7)),
     "sort values": (lambda x: x.sort(-1).values, (3, 7)),
     "erfinv": (lambda x: torch.erfinv(x.tanh() * 0.99), (4, 5)),
+    "grid_sample": (lambda x: F.grid_sample(x, (_x(2, 4, 5, 2, seed=3).tanh() * 1.2).to(x.device), align_corners=False),
+                    (2, 3, 6, 7)),
 }
 
 

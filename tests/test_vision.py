@@ -1,6 +1,6 @@
 """Native image ops against CPU PyTorch: avg_pool2d, GroupNorm / InstanceNorm (native_group_norm,
 var_mean, std_mean), nearest and bilinear interpolation, reflection and replication padding,
-forward and gradients.
+grid sampling (F.grid_sample), forward and gradients.
 
 Expected values always come from CPU PyTorch. Every test ends by asserting that nothing took
 the CPU fallback (torch_neuronx.get_fallback_ops() == []).
@@ -310,3 +310,237 @@ def test_reflection_pad_refuses_like_cpu(native):
         F.pad(x, (3, 0, 0, 0), mode="reflect")
     with pytest.raises(RuntimeError, match="Padding size should be less than"):
         F.pad(x.to("neuron"), (3, 0, 0, 0), mode="reflect")
+
+
+# ---------------------------------------------------------------- grid_sample
+
+GS_MODES = ["bilinear", "nearest", "bicubic"]
+GS_PADDINGS = ["zeros", "border", "reflection"]
+
+
+def _grid(shape=(2, 5, 6, 2), lo=-1.3, hi=1.3, seed=1, dtype=torch.float32):
+    """A grid of points in [lo, hi) (beyond [-1, 1]: outside the image)."""
+    g = torch.rand(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return (g * (hi - lo) + lo).to(dtype)
+
+
+def _check_grid_sample(x, grid, tol=TOL, grad_tol=GRAD_TOL, equal_nan=False, grad=True, **kw):
+    """F.grid_sample on CPU and on neuron (same values and strides): output, then the input's and
+    the grid's gradients of a weighted sum."""
+    xc, xd = _pair(x)
+    gc, gd = _pair(grid)
+    yc, yd = F.grid_sample(xc, gc, **kw), F.grid_sample(xd, gd, **kw)
+    assert yd.device.type == "neuron" and yd.stride() == yc.stride()
+    torch.testing.assert_close(yd.cpu(), yc.detach(), equal_nan=equal_nan, **tol)
+    if grad:
+        w = torch.linspace(0.5, 1.5, yc.numel()).reshape(yc.shape).to(x.dtype)
+        (yc * w).sum().backward()
+        (yd * w.to("neuron")).sum().backward()
+        torch.testing.assert_close(xd.grad.cpu(), xc.grad, equal_nan=equal_nan, **grad_tol)
+        torch.testing.assert_close(gd.grad.cpu(), gc.grad, equal_nan=equal_nan, **grad_tol)
+    return yc, yd
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", GS_PADDINGS)
+@pytest.mark.parametrize("mode", GS_MODES)
+def test_grid_sample_matches_cpu(native, mode, padding_mode, align_corners):
+    _check_grid_sample(_image((2, 3, 7, 9)), _grid(), mode=mode, padding_mode=padding_mode,
+                       align_corners=align_corners)
+
+
+@pytest.mark.parametrize("mode", GS_MODES)
+def test_grid_sample_far_outside_and_tiny_images(native, mode):
+    """Reflection over many periods, clipping far outside, and 1-pixel dims (an empty reflection span)."""
+    for shape in [(1, 2, 1, 1), (1, 2, 1, 5), (2, 1, 4, 1)]:
+        for padding_mode in GS_PADDINGS:
+            for align_corners in (False, True):
+                _check_grid_sample(_image(shape), _grid((shape[0], 3, 4, 2), -7.0, 9.0), mode=mode,
+                                   padding_mode=padding_mode, align_corners=align_corners)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "transposed", "sliced", "grid_planar", "grid_sliced"])
+def test_grid_sample_layouts(native, layout):
+    x, grid = _image((2, 4, 8, 10)), _grid((2, 6, 5, 2))
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "transposed":
+        x = x.transpose(2, 3)
+    elif layout == "sliced":
+        x = x[:, 1:, ::2, 1::3]
+    elif layout == "grid_planar":  # a grid from a conv net's (N, 2, H, W) output
+        grid = _grid((2, 2, 6, 5)).permute(0, 2, 3, 1)
+    else:
+        grid = _grid((2, 7, 12, 3))[:, 1:, ::2, 1:]
+    for mode in GS_MODES:
+        _check_grid_sample(x, grid, mode=mode, padding_mode="reflection", align_corners=False)
+
+
+@pytest.mark.parametrize("mode", GS_MODES)
+@pytest.mark.parametrize("padding_mode", GS_PADDINGS)
+def test_grid_sample_nan_and_inf_points(native, mode, padding_mode):
+    """Non-finite grid points as CPU's kernel: zeros padding reads 0 with a NaN weight (NaN in
+    bilinear and bicubic modes, 0 in nearest mode); border and reflection clip NaN to 0."""
+    grid = _grid((2, 4, 5, 2))
+    grid[0, 1, 2, 0] = float("nan")
+    grid[0, 2, 3, 1] = float("nan")
+    grid[1, 0, 0] = float("nan")
+    grid[1, 3, 1, 0] = float("inf")
+    grid[1, 3, 4, 1] = -float("inf")
+    # CPU's backward of a NaN point clipped by border/reflection padding reads unchecked memory:
+    # gradients are compared with zeros padding only
+    _check_grid_sample(_image((2, 3, 6, 7)), grid, equal_nan=True, grad=padding_mode == "zeros", mode=mode,
+                       padding_mode=padding_mode, align_corners=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("mode", GS_MODES)
+def test_grid_sample_dtypes(native, mode, dtype):
+    """Reduced and double precision compute in float32: against CPU's float32 result of the same
+    values (and, for float64, CPU's float64 result)."""
+    x, grid = _image((2, 3, 7, 9)).to(dtype), _grid(dtype=dtype)
+    kw = dict(mode=mode, padding_mode="border", align_corners=False)
+    xd, gd = x.to("neuron").requires_grad_(), grid.to("neuron").requires_grad_()
+    xc, gc = x.float().requires_grad_(), grid.float().requires_grad_()
+    yd, yc = F.grid_sample(xd, gd, **kw), F.grid_sample(xc, gc, **kw)
+    assert yd.dtype == dtype
+    tol = TOL if dtype == torch.float64 else HALF_TOL
+    torch.testing.assert_close(yd.cpu(), yc.detach().to(dtype), **tol)
+    w = torch.linspace(0.5, 1.5, yc.numel()).reshape(yc.shape)
+    (yd * w.to("neuron", dtype)).sum().backward()
+    (yc * w.to(dtype).float()).sum().backward()
+    gtol = GRAD_TOL if dtype == torch.float64 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad.to(dtype), **gtol)
+    torch.testing.assert_close(gd.grad.cpu(), gc.grad.to(dtype), **gtol)
+    if dtype == torch.float64:
+        torch.testing.assert_close(yd.cpu(), F.grid_sample(x, grid, **kw), **TOL)
+
+
+def test_grid_sample_backward_output_mask(native):
+    """grad_input only when asked for (output_mask[0]); grad_grid always; empty grids."""
+    x, grid = _image((2, 3, 5, 6)), _grid((2, 4, 3, 2))
+    go = _image((2, 3, 4, 3), seed=4)
+    op = torch.ops.aten.grid_sampler_2d_backward
+    for mask in ([False, True], [True, True]):
+        gi_c, gg_c = op(go, x, grid, 0, 2, False, mask)
+        gi_d, gg_d = op(go.to("neuron"), x.to("neuron"), grid.to("neuron"), 0, 2, False, mask)
+        assert (gi_d is None) == (gi_c is None)
+        if gi_c is not None:
+            torch.testing.assert_close(gi_d.cpu(), gi_c, **GRAD_TOL)
+        torch.testing.assert_close(gg_d.cpu(), gg_c, **GRAD_TOL)
+    for gshape in [(2, 0, 3, 2), (2, 4, 0, 2)]:
+        g = _grid(gshape)
+        _check_grid_sample(x, g, mode="bicubic", align_corners=True)
+    _check_grid_sample(_image((2, 0, 5, 6)), grid, mode="bilinear", align_corners=False)
+
+
+def test_grid_sample_backward_is_deterministic(native):
+    x, grid = _image((1, 2, 6, 6)), _grid((1, 40, 40, 2), -0.2, 0.2)  # many points on few pixels
+    grads = []
+    for _ in range(2):
+        xd, gd = x.to("neuron").requires_grad_(), grid.to("neuron").requires_grad_()
+        F.grid_sample(xd, gd, mode="bicubic", align_corners=False).pow(2).sum().backward()
+        grads.append((xd.grad.cpu(), gd.grad.cpu()))
+    assert_bitwise_equal(grads[0][0], grads[1][0])
+    assert_bitwise_equal(grads[0][1], grads[1][1])
+
+
+def test_grid_sample_refuses_like_cpu(native):
+    x, grid = _image((2, 3, 5, 6)), _grid((2, 4, 3, 2))
+    bad = [
+        (x[0], _grid((3, 4, 1)), "expected 4D input and grid with same number of dimensions"),
+        (x, grid[:1], "expected grid and input to have same batch size"),
+        (x, _grid((2, 4, 3, 3)), "expected grid to have size 2 in last dimension"),
+        (x[:, :, :0], grid, "expected input to have non-empty spatial dimensions"),
+    ]
+    for xi, gi, msg in bad:
+        with pytest.raises(RuntimeError, match=msg):
+            torch.grid_sampler_2d(xi, gi, 0, 0, False)
+        with pytest.raises(RuntimeError, match=msg):
+            torch.grid_sampler_2d(xi.to("neuron"), gi.to("neuron"), 0, 0, False)
+    xd, gd = x.to("neuron"), grid.to("neuron")
+    with pytest.raises(RuntimeError, match="interpolation_mode"):
+        torch.grid_sampler_2d(xd, gd, 3, 0, False)
+    with pytest.raises(RuntimeError, match="padding_mode"):
+        torch.grid_sampler_2d(xd, gd, 0, -1, False)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.grid_sampler_2d(xd, grid, 0, 0, False)
+
+
+def test_grid_sample_mixed_dtypes_raise_as_cpu(neuron):
+    """A grid of another dtype than the input goes to CPU's kernel, which refuses it."""
+    x, grid = _image((1, 2, 4, 4)), _grid((1, 3, 3, 2), dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="expected scalar type"):
+        torch.grid_sampler_2d(x, grid, 0, 0, False)
+    with pytest.raises(RuntimeError, match="expected scalar type"):
+        torch.grid_sampler_2d(x.to("neuron"), grid.to("neuron"), 0, 0, False)
+
+
+# 3-D grids (grid_sampler_3d): CPU's scalar kernel, bilinear (trilinear) and nearest
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", GS_PADDINGS)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d_matches_cpu(native, mode, padding_mode, align_corners):
+    kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    _check_grid_sample(_image((2, 3, 4, 5, 6)), _grid((2, 3, 4, 5, 3)), **kw)
+    # non-contiguous input and grid, points far outside, 1-pixel dims
+    x = _image((2, 6, 3, 5, 4)).transpose(1, 4)
+    grid = _grid((2, 4, 3, 6, 5), -5.0, 6.0)[:, :, :, ::2, 1:4]
+    _check_grid_sample(x, grid, **kw)
+    _check_grid_sample(_image((1, 2, 1, 3, 1)), _grid((1, 2, 3, 2, 3), -3.0, 3.0), **kw)
+
+
+@pytest.mark.parametrize("padding_mode", GS_PADDINGS)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d_nan_and_inf_points(native, mode, padding_mode):
+    """CPU's scalar kernel: NaN coordinates clip to size - 1 under border/reflection padding
+    (forward), and sample (and receive) nothing otherwise."""
+    grid = _grid((2, 2, 3, 4, 3))
+    grid[0, 1, 2, 0, 0] = float("nan")
+    grid[0, 0, 1, 3, 2] = float("nan")
+    grid[1, 1, 0, 1] = float("nan")
+    grid[1, 0, 2, 2, 1] = float("inf")
+    grid[1, 1, 2, 3, 0] = -float("inf")
+    _check_grid_sample(_image((2, 3, 3, 4, 5)), grid, equal_nan=True, mode=mode, padding_mode=padding_mode,
+                       align_corners=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_grid_sample_3d_dtypes(native, dtype):
+    x, grid = _image((1, 2, 3, 4, 5)).to(dtype), _grid((1, 2, 3, 4, 3), dtype=dtype)
+    kw = dict(mode="bilinear", padding_mode="zeros", align_corners=False)
+    xd, gd = x.to("neuron").requires_grad_(), grid.to("neuron").requires_grad_()
+    xc, gc = x.float().requires_grad_(), grid.float().requires_grad_()
+    yd, yc = F.grid_sample(xd, gd, **kw), F.grid_sample(xc, gc, **kw)
+    assert yd.dtype == dtype
+    torch.testing.assert_close(yd.cpu(), yc.detach().to(dtype), **(TOL if dtype == torch.float64 else HALF_TOL))
+    yd.sum().backward()
+    yc.sum().backward()
+    gtol = GRAD_TOL if dtype == torch.float64 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad.to(dtype), **gtol)
+    torch.testing.assert_close(gd.grad.cpu(), gc.grad.to(dtype), **gtol)
+
+
+def test_grid_sample_3d_refuses_like_cpu(native):
+    x, grid = _image((1, 2, 3, 4, 5)), _grid((1, 2, 2, 2, 3))
+    bad = [
+        (x, grid, 2, "bicubic interpolation only supports 4D input"),
+        (x, grid[..., :2], 0, "expected grid to have size 3 in last dimension"),
+        (x, _grid((1, 2, 2, 3)), 0, "expected 5D input and grid with same number of dimensions"),
+    ]
+    for xi, gi, mode, msg in bad:
+        with pytest.raises(RuntimeError, match=msg):
+            torch.grid_sampler_3d(xi, gi, mode, 0, False)
+        with pytest.raises(RuntimeError, match=msg):
+            torch.grid_sampler_3d(xi.to("neuron"), gi.to("neuron"), mode, 0, False)
+
+
+def test_grid_sample_out_of_another_dtype_as_cpu(neuron):
+    """out= of another dtype than the input: CPU's result or error (through the CPU fallback)."""
+    x, grid = _image((1, 2, 4, 4)), _grid((1, 3, 3, 2))
+    for dev in ("cpu", "neuron"):
+        out = torch.empty(0, dtype=torch.float64, device=dev)
+        with pytest.raises(RuntimeError, match="dtype"):
+            torch.ops.aten.grid_sampler_2d.out(x.to(dev), grid.to(dev), 0, 0, False, out=out)

@@ -7,7 +7,8 @@
  *  - histogram bins equal a direct count; CTC loss equals the sum over every alignment;
  *  - fold is the adjoint of unfold (<unfold(x), c> == <x, fold(c)>), and unfold of an index
  *    image holds each block's elements;
- *  - cdist equals a direct double-precision p-norm, and its gradient a central difference. */
+ *  - cdist equals a direct double-precision p-norm, and its gradient a central difference;
+ *  - grid sampling: grad_x is the adjoint of the forward map, and grad_grid a central difference. */
 #include <math.h>
 #include <stdlib.h>
 #include "check.h"
@@ -262,6 +263,70 @@ static void cdist_direct(double p) {
   free(x1), free(x2), free(d), free(g), free(g1);
 }
 
+/* Grid sampling of x (2, 3, [4,] 5, 6) at [3 x] 4 x 7 points: <GS(x), y> == <x, GS^T y>. */
+static void grid_sample_adjoint(int nd, int interp, int padding, int align) {
+  const int64_t N = 2, C = 3, D = nd == 3 ? 4 : 1, H = 5, W = 6, GD = nd == 3 ? 3 : 1, GH = 4, GW = 7;
+  const int64_t xn = N * C * D * H * W, P = GD * GH * GW, yn = N * C * P, gn = N * P * nd;
+  const vnc_grid_sample_params p = {.nd = nd, .interp = interp, .padding = padding, .align_corners = align};
+  float *x = rnd(xn, 11), *y = rnd(yn, 12), *g = rnd(gn, 13), *gx = malloc(sizeof(float) * xn),
+        *sx = malloc(sizeof(float) * yn), *gg = malloc(sizeof(float) * gn);
+  for (int64_t i = 0; i < gn; i++) g[i] *= 2.8f; /* [-1.4, 1.4): some points outside */
+  const int64_t gs[5] = {P * nd, GH * GW * nd, GW * nd, nd, 1};
+  const vnc_grid gv = {g, N, GD, GH, GW, {gs[0], gs[1], gs[2], gs[3], gs[4]}},
+                 ggv = {gg, N, GD, GH, GW, {gs[0], gs[1], gs[2], gs[3], gs[4]}};
+  const vnc_volume xv = dense(x, N, C, D, H, W), yv = dense(y, N, C, GD, GH, GW), sv = dense(sx, N, C, GD, GH, GW),
+                   gxv = dense(gx, N, C, D, H, W);
+  CHECK_OK(vnc_grid_sample(S, "grid_sample", &p, VNC_FLOAT32, &xv, &gv, &sv));
+  CHECK_OK(vnc_grid_sample_backward(S, "grid_sample_backward", &p, VNC_FLOAT32, &yv, &xv, &gv, &gxv, &ggv));
+  CHECK_OK(vnc_stream_synchronize(S));
+  const double a = dot(sx, y, yn), b = dot(x, gx, xn);
+  if (fabs(a - b) > 1e-4 * (fabs(a) + 1.0))
+    fprintf(stderr, "grid_sample %dd %d %d %d: %g vs %g\n", nd, interp, padding, align, a, b);
+  CHECK(fabs(a - b) <= 1e-4 * (fabs(a) + 1.0));
+  free(x), free(y), free(g), free(gx), free(sx), free(gg);
+}
+
+/* grad_grid of <GS(x), y> against central differences, at points away from the kinks of the
+ * interpolation (integral pixel coordinates) and of the padding (inside the image). */
+static void grid_sample_grid_grad(int nd, int interp, int padding, int align) {
+  const int64_t N = 1, C = 2, D = nd == 3 ? 4 : 1, H = 5, W = 6, GD = nd == 3 ? 2 : 1, GH = 3, GW = 4;
+  const int64_t P = GD * GH * GW, yn = N * C * P, gn = P * nd, size[3] = {W, H, D};
+  const vnc_grid_sample_params p = {.nd = nd, .interp = interp, .padding = padding, .align_corners = align};
+  float *x = rnd(N * C * D * H * W, 21), *y = rnd(yn, 22), *u = rnd(gn, 23), *g = malloc(sizeof(float) * gn),
+        *gg = malloc(sizeof(float) * gn), *s = malloc(sizeof(float) * yn);
+  for (int64_t i = 0; i < gn; i++) { /* a pixel coordinate 1 + k + [0.25, 0.75), as a grid coordinate */
+    const int64_t n = size[i % nd], k = (int64_t)((u[i] + 0.5f) * 997.0f) % (n - 2);
+    const double pix = 1.0 + (double)k + 0.5 + (double)u[i] * 0.5, scale = align ? (n - 1) / 2.0 : n / 2.0;
+    g[i] = (float)(align ? pix / scale - 1.0 : (pix + 0.5) / scale - 1.0);
+  }
+  const int64_t gs[5] = {P * nd, GH * GW * nd, GW * nd, nd, 1};
+  const vnc_grid gv = {g, N, GD, GH, GW, {gs[0], gs[1], gs[2], gs[3], gs[4]}},
+                 ggv = {gg, N, GD, GH, GW, {gs[0], gs[1], gs[2], gs[3], gs[4]}};
+  const vnc_volume xv = dense(x, N, C, D, H, W), yv = dense(y, N, C, GD, GH, GW), sv = dense(s, N, C, GD, GH, GW);
+  CHECK_OK(vnc_grid_sample_backward(S, "grid_sample_backward", &p, VNC_FLOAT32, &yv, &xv, &gv, NULL, &ggv));
+  CHECK_OK(vnc_stream_synchronize(S));
+  int ok = 1;
+  for (int64_t i = 0; i < gn; i++) {
+    const float g0 = g[i], eps = 1e-3f;
+    double f[2];
+    for (int side = 0; side < 2; side++) {
+      g[i] = g0 + (side ? eps : -eps);
+      CHECK_OK(vnc_grid_sample(S, "grid_sample", &p, VNC_FLOAT32, &xv, &gv, &sv));
+      CHECK_OK(vnc_stream_synchronize(S));
+      f[side] = dot(s, y, yn);
+    }
+    g[i] = g0;
+    const double d = (f[1] - f[0]) / (2.0 * (double)eps);
+    if (fabs(d - gg[i]) > 2e-3 + 1e-2 * fabs(d)) {
+      fprintf(stderr, "grid_sample grad %dd %d %d %d [%lld]: %g vs %g\n", nd, interp, padding, align, (long long)i, d,
+              gg[i]);
+      ok = 0;
+    }
+  }
+  CHECK(ok);
+  free(x), free(y), free(u), free(g), free(gg), free(s);
+}
+
 int main(void) {
   CHECK_OK(vnc_stream_get(0, 0, &S));
   for (int nd = 1; nd <= 3; nd++) {
@@ -281,5 +346,12 @@ int main(void) {
   unfold_fold(2, 1, 2);
   const double ps[] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, INFINITY};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cdist_direct(ps[i]);
+  for (int nd = 2; nd <= 3; nd++)
+    for (int interp = VNC_GRID_BILINEAR; interp <= (nd == 2 ? VNC_GRID_BICUBIC : VNC_GRID_NEAREST); interp++)
+      for (int padding = VNC_GRID_ZEROS; padding <= VNC_GRID_REFLECTION; padding++)
+        for (int align = 0; align <= 1; align++) {
+          grid_sample_adjoint(nd, interp, padding, align);
+          if (interp != VNC_GRID_NEAREST) grid_sample_grid_grad(nd, interp, padding, align);
+        }
   CHECK_DONE();
 }

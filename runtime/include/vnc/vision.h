@@ -1,6 +1,7 @@
 /* vnc/vision.h — image kernels: average pooling, group norm, nearest/bilinear upsampling,
  * reflection/replication padding, and the general resampling of 1-D to 3-D volumes behind
- * them (every interpolation mode, adaptive average pooling, padding), each with its backward.
+ * them (every interpolation mode, adaptive average pooling, padding), grid sampling, each with
+ * its backward.
  *
  * Images are (N, C, H, W) at any element strides (NCHW, channels-last, views); a 3-D
  * (C, H, W) input is N = 1. Floating dtypes (float16, bfloat16, float32, float64 by the device
@@ -147,6 +148,53 @@ vnc_status vnc_max_pool3d(vnc_stream *s, const char *op, const vnc_pool3d_params
 /* grad_in (fully written) = grad_out added at the recorded indices (max and adaptive max). */
 vnc_status vnc_max_pool3d_backward(vnc_stream *s, const char *op, int32_t dtype, const vnc_volume *grad_out,
                                    const vnc_volume *indices, const vnc_volume *grad_in);
+
+/* ---------------------------------------------------------------- grid sampling
+ *
+ * F.grid_sample (ATen's grid_sampler_2d / grid_sampler_3d and their backward): out[n, c, p]
+ * samples x[n, c] at the grid's point p = (x, y[, z]) in [-1, 1] (-1: the first pixel's outer
+ * edge, or its centre with align_corners). Floating dtypes, float32 compute, in the formulas and
+ * operation order of ATen's CPU kernels (float32 results equal CPU's but for the order of
+ * grad_x's sums), which differ between images and volumes:
+ *  - images (nd = 2, aten/src/ATen/native/cpu/GridSamplerKernel.cpp): unnormalize as
+ *    (g + 1) * scale (- 0.5); border padding clips to [0, size - 1], NaN to 0; reflection
+ *    reflects about the edges (or corner centres), then clips; nearest rounds half to even;
+ *    bicubic is Keys' convolution (A = -0.75) over 4 x 4 taps, each tap's coordinate padded on
+ *    its own. With zeros padding an outside tap reads 0 and its weight still multiplies it (a
+ *    NaN or infinite point gives NaN in bilinear and bicubic modes, 0 in nearest mode); the
+ *    backward clips a NaN coordinate to 0 with derivative 0 (CPU's reads unchecked memory);
+ *  - volumes (nd = 3, aten/src/ATen/native/GridSampler.cpp, GridSampler.h): bilinear
+ *    (trilinear) and nearest; unnormalize as ((g + 1) * size - 1) / 2; clipping sends NaN to
+ *    size - 1 in the forward; outside taps are skipped (a NaN point samples 0 with zeros padding). */
+typedef enum vnc_grid_interp { VNC_GRID_BILINEAR, VNC_GRID_NEAREST, VNC_GRID_BICUBIC } vnc_grid_interp;
+typedef enum vnc_grid_padding { VNC_GRID_ZEROS, VNC_GRID_BORDER, VNC_GRID_REFLECTION } vnc_grid_padding;
+
+typedef struct vnc_grid_sample_params {
+  int32_t nd;            /* 2: images (x's and the grid's D = 1, points (x, y)); 3: volumes, points (x, y, z) */
+  int32_t interp;        /* vnc_grid_interp (ATen's GridSamplerInterpolation values); bicubic: images only */
+  int32_t padding;       /* vnc_grid_padding (ATen's GridSamplerPadding values) */
+  int32_t align_corners;
+} vnc_grid_sample_params;
+
+/* A sampling grid (N, D, H, W, nd) at any element strides (N, D, H, W, coordinate). */
+typedef struct vnc_grid {
+  void *data;
+  int64_t N, D, H, W;
+  int64_t strides[5];
+} vnc_grid;
+
+/* out (N, C, grid D, grid H, grid W) = x (N, C, D, H, W) sampled at the grid's points. x, grid
+ * and out share `dtype`. */
+vnc_status vnc_grid_sample(vnc_stream *s, const char *op, const vnc_grid_sample_params *p, int32_t dtype,
+                           const vnc_volume *x, const vnc_grid *grid, const vnc_volume *out);
+/* grad_x (x's shape, fully written; NULL to skip it) and grad_grid (the grid's shape, fully
+ * written) from grad_out (out's shape). Atomic-free and deterministic: grad_x by (n, c) planes,
+ * each scatter-adding in the order of the grid's points; grad_grid by points, summing over
+ * channels in order. A nearest sample's grid gradient is 0, and so is a coordinate's where
+ * border or reflection clipping holds it. */
+vnc_status vnc_grid_sample_backward(vnc_stream *s, const char *op, const vnc_grid_sample_params *p, int32_t dtype,
+                                    const vnc_volume *grad_out, const vnc_volume *x, const vnc_grid *grid,
+                                    const vnc_volume *grad_x, const vnc_grid *grad_grid);
 
 /* Group norm of x viewed as (N, C, S, 1) images (S = spatial size), G groups of C / G
  * channels: per (n, g), mean and biased variance over the group's (c, s) elements in that

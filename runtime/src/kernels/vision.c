@@ -836,3 +836,503 @@ vnc_status vnc_group_norm_backward(vnc_stream *s, const char *op, int64_t G, int
   t.dbs = t.ds + x->N * x->C;
   return vnc_launch(s, op, gn_bwd_run, &t, sizeof t, gn_release);
 }
+
+/* ---------------------------------------------------------------- grid sampling
+ *
+ * ATen's CPU kernels computed in float32, in their formulas and operation order: images as the
+ * vectorized kernel (GridSamplerKernel.cpp), volumes as the scalar one (GridSampler.cpp). CPU's
+ * x86 build compiles the vectorized kernel with multiply-adds fused into FMAs; the image path
+ * fuses the same ones (fmaf: the unnormalization, the reflection, the weighted sums, the cubic
+ * coefficients), so float32 results (and the taps a point selects) equal CPU's bit for bit, but
+ * for the order of grad_x's sums. Three passes: x, the grid (and grad_out) are read into float32
+ * buffers; points are computed in parallel (a point's taps once, then every channel); results
+ * are written back at the outputs' strides. grad_x is computed per (n, c) plane instead (each
+ * plane owned by one thread), recomputing the points' taps. */
+
+/* One spatial dim's coordinate map. */
+typedef struct gs_axis {
+  int64_t size;
+  float scale;      /* d unnormalized / d grid coordinate */
+  float maxv;       /* size - 1 */
+  float low, twice_span; /* reflection about low and low + span */
+  int empty;             /* a single-point reflection: every coordinate is 0 */
+} gs_axis;
+
+static gs_axis gs_axis_of(int64_t size, int align) {
+  gs_axis a = {.size = size, .maxv = (float)(size - 1)};
+  a.scale = (float)(align ? size - 1 : size) / 2.0f;
+  a.low = align ? 0.0f : -0.5f;
+  a.twice_span = (float)(align ? size - 1 : size) * 2.0f;
+  a.empty = align ? size <= 1 : size <= 0;
+  return a;
+}
+
+/* ---- images: the vectorized kernel's ComputeLocation */
+
+/* clamp to [0, size - 1]; NaN goes to 0 (the operand order of the vectorized clamp). */
+static float gs_clip(const gs_axis *a, float v) {
+  v = v > 0.0f ? v : 0.0f;
+  return v < a->maxv ? v : a->maxv;
+}
+
+/* Reflection into [low, low + span]; *sign = the sign of d result / d v (0 if empty). */
+static float gs_reflect(const gs_axis *a, float v, float *sign) {
+  if (a->empty) {
+    *sign = 0.0f;
+    return 0.0f;
+  }
+  const float in = v - a->low, abs_in = fabsf(in);
+  const float extra = fmaf(-truncf(abs_in / a->twice_span), a->twice_span, abs_in), reflected = a->twice_span - extra;
+  const int flip = extra > reflected;
+  *sign = (flip ^ (in < 0.0f)) ? -1.0f : 1.0f;
+  return (isnan(extra) ? extra : flip ? reflected : extra) + a->low;
+}
+
+/* The padding of an unnormalized coordinate; *mult (may be NULL) = d result / d grid coordinate:
+ * the scale, times the reflection's sign, 0 where clipping holds it (at the borders, or NaN). */
+static float gs_pad(const gs_axis *a, int padding, float v, float *mult) {
+  float sign = 1.0f;
+  if (padding == VNC_GRID_ZEROS) {
+    if (mult) *mult = a->scale;
+    return v;
+  }
+  if (padding == VNC_GRID_REFLECTION) v = gs_reflect(a, v, &sign);
+  if (mult) *mult = v > 0.0f && v < a->maxv ? sign * a->scale : 0.0f;
+  return gs_clip(a, v);
+}
+
+static float gs_unnormalize(const gs_axis *a, float g, int align) {
+  return align ? (g + 1.0f) * a->scale : fmaf(g + 1.0f, a->scale, -0.5f);
+}
+
+/* An integral float as an index as the vectorized kernel converts it (int32): NaN and values
+ * outside int32 give INT32_MIN. */
+static int64_t gs_index(float v) { return v >= -2147483648.0f && v < 2147483648.0f ? (int64_t)v : INT32_MIN; }
+
+/* ---- volumes: the scalar kernel's grid_sampler_compute_source_index(_set_grad) */
+
+/* An index as static_cast<int64_t> on x86: NaN and values outside int64 give INT64_MIN. */
+static int64_t gs_index64(float v) { return v >= -9.2233720e18f && v < 9.2233720e18f ? (int64_t)v : INT64_MIN; }
+
+/* (int)floor(q) is even, with x86's conversion (NaN and overflow give INT_MIN: even). */
+static int gs_even(float q) {
+  const float f = floorf(q);
+  return !(f >= -2147483648.0f && f < 2147483648.0f) || ((int64_t)f % 2) == 0;
+}
+
+/* The scalar kernel's padding. Forward (mult NULL): std::min/max clipping (NaN to size - 1) and
+ * fmod reflection; backward: the _set_grad variants (NaN passes, derivative 1). */
+static float gs3_source(const gs_axis *a, int padding, int align, float g, float *mult) {
+  float v = align ? ((g + 1.0f) / 2.0f) * a->maxv : ((g + 1.0f) * (float)a->size - 1.0f) / 2.0f;
+  float d = a->scale;
+  if (padding == VNC_GRID_REFLECTION) {
+    if (a->empty) {
+      v = 0.0f, d = 0.0f;
+    } else {
+      const float span = a->twice_span / 2.0f;
+      float in = v - a->low, sign = 1.0f;
+      if (in < 0.0f) in = -in, sign = -1.0f;
+      const float extra = fmodf(in, span);
+      if (gs_even(in / span)) {
+        v = extra + a->low;
+      } else {
+        v = span - extra + a->low, sign = -sign;
+      }
+      d = d * sign;
+    }
+  }
+  if (padding != VNC_GRID_ZEROS) {
+    if (!mult) {
+      v = v < 0.0f ? 0.0f : v; /* std::max(v, 0): NaN stays */
+      v = v < a->maxv ? v : a->maxv;
+    } else if (v <= 0.0f) {
+      v = 0.0f, d = d * 0.0f;
+    } else if (v >= a->maxv) {
+      v = a->maxv, d = d * 0.0f;
+    }
+  }
+  if (mult) *mult = d;
+  return v;
+}
+
+/* Keys' cubic convolution coefficients (A = -0.75) of the 4 taps at distances 1 + t, t, 1 - t,
+ * 2 - t, and their derivatives, in the operation order of CPU's x86 build, which fuses
+ * multiply-adds into FMAs: the inner taps' polynomials always, the outer taps' and the
+ * derivatives' only in its backward kernel without an input gradient (`fused`). */
+static void gs_cubic(float t, float c[4], float d[4], int fused) {
+  const float A = -0.75f;
+#define GS_MAD(a, b, c) (fused ? fmaf(a, b, c) : (a) * (b) + (c))
+  float x = t + 1.0f;
+  c[0] = GS_MAD(GS_MAD(GS_MAD(A, x, -5.0f * A), x, 8.0f * A), x, -4.0f * A);
+  c[1] = fmaf(fmaf(A + 2.0f, t, -(A + 3.0f)) * t, t, 1.0f);
+  x = 1.0f - t;
+  c[2] = fmaf(fmaf(A + 2.0f, x, -(A + 3.0f)) * x, x, 1.0f);
+  x = 2.0f - t;
+  c[3] = GS_MAD(GS_MAD(GS_MAD(A, x, -5.0f * A), x, 8.0f * A), x, -4.0f * A);
+  x = -1.0f - t;
+  d[0] = GS_MAD(GS_MAD(-3.0f * A, x, -10.0f * A), x, -8.0f * A);
+  x = 0.0f - t;
+  d[1] = GS_MAD(-3.0f * (A + 2.0f), x, -2.0f * (A + 3.0f)) * x;
+  x = 1.0f - t;
+  d[2] = GS_MAD(3.0f * (A + 2.0f), x, -2.0f * (A + 3.0f)) * x;
+  x = 2.0f - t;
+  d[3] = GS_MAD(GS_MAD(3.0f * A, x, -10.0f * A), x, 8.0f * A);
+#undef GS_MAD
+}
+
+/* The taps of one point: plane offsets (-1: outside; reads 0, receives nothing) and weights.
+ * Linear: taps k = (z bit, y bit, x bit) (nw, ne, sw, se[, then the bottom four]) of product
+ * weights a[x][bx] * a[y][by] (* a[z][bz]); nearest: one tap of weight 1; bicubic: taps
+ * k = 4 * y tap + x tap, weighted by a[0] and a[1] in ATen's nested sums. */
+typedef struct gs_point {
+  int n;
+  int64_t off[16];
+  float w[8];
+  float a[3][4];  /* per axis (x, y, z): its taps' 1-D weights */
+  float da[2][4]; /* bicubic: d a / d coordinate */
+  float mult[3];  /* d coordinate / d grid coordinate */
+} gs_point;
+
+typedef struct gs_task {
+  vnc_grid_sample_params p;
+  int32_t dtype;
+  int backward;
+  vnc_volume x, out, gx; /* forward: out; backward: out = grad_out, gx = grad_x (data NULL: none) */
+  vnc_grid grid, ggrid;
+  int64_t N, C, P, S;    /* batch, channels, grid points per sample, input plane size */
+  gs_axis ax[3];         /* x (W), y (H), z (D) */
+  float *xf, *gf, *of, *ggf; /* x planes, grid (N x nd x P), out / grad_out planes, grid grads */
+} gs_task;
+
+static void gs_release(void *arg) {
+  gs_task *t = arg;
+  free(t->xf);
+  free(t->gf);
+  free(t->of);
+  free(t->ggf);
+}
+
+static int gs_in(int64_t i, int64_t n) { return i > -1 && i < n; }
+
+static int64_t gs_offset(const gs_task *t, int64_t ix, int64_t iy, int64_t iz, int inside) {
+  return inside ? (iz * t->x.H + iy) * t->x.W + ix : -1;
+}
+
+/* Volumes: trilinear and nearest taps of the scalar kernel. */
+static void gs_locate3(const gs_task *t, const float g[3], int backward, gs_point *pt) {
+  const int64_t sz[3] = {t->x.W, t->x.H, t->x.D};
+  int64_t i0[3];
+  for (int d = 0; d < 3; d++) {
+    const float c = gs3_source(&t->ax[d], t->p.padding, t->p.align_corners, g[d], backward ? &pt->mult[d] : NULL);
+    if (t->p.interp == VNC_GRID_NEAREST) {
+      i0[d] = gs_index64(nearbyintf(c));
+    } else {
+      i0[d] = gs_index64(floorf(c));
+      pt->a[d][0] = (float)(i0[d] + 1) - c;
+      pt->a[d][1] = c - (float)i0[d];
+    }
+  }
+  if (t->p.interp == VNC_GRID_NEAREST) {
+    pt->n = 1;
+    pt->w[0] = 1.0f;
+    pt->off[0] = gs_offset(t, i0[0], i0[1], i0[2], gs_in(i0[0], sz[0]) && gs_in(i0[1], sz[1]) && gs_in(i0[2], sz[2]));
+    return;
+  }
+  pt->n = 8;
+  for (int k = 0; k < 8; k++) {
+    const int bx = k & 1, by = (k >> 1) & 1, bz = k >> 2;
+    const int64_t ix = i0[0] + bx, iy = i0[1] + by, iz = i0[2] + bz;
+    pt->off[k] = gs_offset(t, ix, iy, iz, gs_in(ix, sz[0]) && gs_in(iy, sz[1]) && gs_in(iz, sz[2]));
+    pt->w[k] = pt->a[0][bx] * pt->a[1][by] * pt->a[2][bz];
+  }
+}
+
+/* Images: the vectorized kernel's taps. */
+static void gs_locate2(const gs_task *t, const float g[3], int backward, gs_point *pt) {
+  const int pad = t->p.padding, align = t->p.align_corners, bound = pad != VNC_GRID_ZEROS;
+  const gs_axis *ax = &t->ax[0], *ay = &t->ax[1];
+  const int64_t W = t->x.W, H = t->x.H;
+  const float ux = gs_unnormalize(ax, g[0], align), uy = gs_unnormalize(ay, g[1], align);
+  if (t->p.interp == VNC_GRID_BICUBIC) {
+    const float fx = floorf(ux), fy = floorf(uy);
+    const int fused = backward && !t->gx.data;
+    gs_cubic(ux - fx, pt->a[0], pt->da[0], fused);
+    gs_cubic(uy - fy, pt->a[1], pt->da[1], fused);
+    pt->mult[0] = ax->scale;
+    pt->mult[1] = ay->scale;
+    pt->n = 16;
+    for (int j = 0; j < 4; j++)
+      for (int i = 0; i < 4; i++) {
+        const int64_t ix = gs_index(gs_pad(ax, pad, fx + (float)(i - 1), NULL));
+        const int64_t iy = gs_index(gs_pad(ay, pad, fy + (float)(j - 1), NULL));
+        pt->off[4 * j + i] = gs_offset(t, ix, iy, 0, bound || (gs_in(ix, W) && gs_in(iy, H)));
+      }
+    return;
+  }
+  const float x = gs_pad(ax, pad, ux, &pt->mult[0]), y = gs_pad(ay, pad, uy, &pt->mult[1]);
+  if (t->p.interp == VNC_GRID_NEAREST) {
+    const int64_t ix = gs_index(nearbyintf(x)), iy = gs_index(nearbyintf(y));
+    pt->n = 1;
+    pt->w[0] = 1.0f;
+    pt->off[0] = gs_offset(t, ix, iy, 0, bound || (gs_in(ix, W) && gs_in(iy, H)));
+    return;
+  }
+  const float fx = floorf(x), fy = floorf(y);
+  pt->a[0][1] = x - fx, pt->a[0][0] = 1.0f - pt->a[0][1]; /* w, e */
+  pt->a[1][1] = y - fy, pt->a[1][0] = 1.0f - pt->a[1][1]; /* n, s */
+  const int64_t i0[2] = {gs_index(fx), gs_index(fy)};
+  pt->n = 4;
+  for (int k = 0; k < 4; k++) {
+    const int bx = k & 1, by = k >> 1;
+    const int64_t ix = i0[0] + bx, iy = i0[1] + by;
+    /* border/reflection keep the west and north taps inside; zeros padding checks each */
+    const int xin = bound ? !bx || ix < W : gs_in(ix, W), yin = bound ? !by || iy < H : gs_in(iy, H);
+    pt->off[k] = gs_offset(t, ix, iy, 0, xin && yin);
+    pt->w[k] = pt->a[1][by] * pt->a[0][bx];
+  }
+}
+
+static void gs_locate(const gs_task *t, int64_t n, int64_t p, int backward, gs_point *pt) {
+  float g[3] = {0.0f, 0.0f, 0.0f};
+  for (int k = 0; k < t->p.nd; k++) g[k] = t->gf[(n * t->p.nd + k) * t->P + p];
+  if (t->p.nd == 3) {
+    gs_locate3(t, g, backward, pt);
+  } else {
+    gs_locate2(t, g, backward, pt);
+  }
+}
+
+static float gs_at(const float *plane, int64_t off) { return off >= 0 ? plane[off] : 0.0f; }
+
+/* The sample of one plane at a located point. */
+static float gs_sample(const gs_task *t, const gs_point *pt, const float *plane) {
+  if (t->p.interp == VNC_GRID_NEAREST) return gs_at(plane, pt->off[0]);
+  if (t->p.interp == VNC_GRID_BICUBIC) {
+    const float *wx = pt->a[0], *wy = pt->a[1];
+    float acc = 0.0f;
+    for (int j = 0; j < 4; j++) {
+      const int64_t *o = pt->off + 4 * j;
+      const float row = fmaf(wx[0], gs_at(plane, o[0]), wx[1] * gs_at(plane, o[1])) + wx[2] * gs_at(plane, o[2]) +
+                        wx[3] * gs_at(plane, o[3]);
+      acc = j ? fmaf(wy[j], row, acc) : wy[0] * row;
+    }
+    return acc;
+  }
+  if (t->p.nd == 3) { /* outside taps skipped */
+    float acc = 0.0f;
+    for (int k = 0; k < pt->n; k++)
+      if (pt->off[k] >= 0) acc += plane[pt->off[k]] * pt->w[k];
+    return acc;
+  }
+  float acc = gs_at(plane, pt->off[0]) * pt->w[0]; /* outside taps read 0 */
+  for (int k = 1; k < pt->n; k++) acc = fmaf(gs_at(plane, pt->off[k]), pt->w[k], acc);
+  return acc;
+}
+
+/* Reads the planes of x (and grad_out) into float32. */
+static void gs_load_planes(void *ctx, int64_t a, int64_t b) {
+  const gs_task *t = ctx;
+  for (int64_t pl = a; pl < b; pl++) {
+    load_vplane(&t->x, t->dtype, pl, t->xf + pl * t->S);
+    if (t->backward) load_vplane(&t->out, t->dtype, pl, t->of + pl * t->P);
+  }
+}
+
+/* Grid rows (n, d, h) to or from the float32 coordinate planes buf[n][k][p]. */
+static void gs_grid_rows(const gs_task *t, const vnc_grid *g, float *buf, int store, int64_t a, int64_t b) {
+  const int64_t es = (int64_t)vnc_dtype_size(t->dtype), nd = t->p.nd;
+  for (int64_t r = a; r < b; r++) {
+    const int64_t h = r % g->H, d = (r / g->H) % g->D, n = r / (g->H * g->D);
+    for (int64_t k = 0; k < nd; k++) {
+      char *e = (char *)g->data + (n * g->strides[0] + d * g->strides[1] + h * g->strides[2] + k * g->strides[4]) * es;
+      float *f = buf + (n * nd + k) * t->P + (d * g->H + h) * g->W;
+      if (store) {
+        vnc_from_f32(e, t->dtype, g->strides[3], f, g->W);
+      } else {
+        vnc_to_f32(f, e, t->dtype, g->strides[3], g->W);
+      }
+    }
+  }
+}
+
+static void gs_load_grid(void *ctx, int64_t a, int64_t b) {
+  const gs_task *t = ctx;
+  gs_grid_rows(t, &t->grid, t->gf, 0, a, b);
+}
+
+static void gs_store_grid_grad(void *ctx, int64_t a, int64_t b) {
+  const gs_task *t = ctx;
+  gs_grid_rows(t, &t->ggrid, t->ggf, 1, a, b);
+}
+
+static void gs_fwd_points(void *ctx, int64_t a, int64_t b) {
+  const gs_task *t = ctx;
+  gs_point pt;
+  for (int64_t q = a; q < b; q++) {
+    const int64_t n = q / t->P, p = q % t->P;
+    gs_locate(t, n, p, 0, &pt);
+    for (int64_t c = 0; c < t->C; c++) t->of[(n * t->C + c) * t->P + p] = gs_sample(t, &pt, t->xf + (n * t->C + c) * t->S);
+  }
+}
+
+static void gs_store_out(void *ctx, int64_t a, int64_t b) {
+  const gs_task *t = ctx;
+  for (int64_t pl = a; pl < b; pl++) store_vplane(&t->out, t->dtype, pl, t->of + pl * t->P);
+}
+
+/* grad_x of (n, c) planes: grad_out scattered through each point's taps, points in order. */
+static void gs_bwd_input_planes(void *ctx, int64_t a, int64_t b) {
+  const gs_task *t = ctx;
+  float *gi = plane_buffer(t->S);
+  gs_point pt;
+  for (int64_t pl = a; pl < b; pl++) {
+    const int64_t n = pl / t->C;
+    const float *go = t->of + pl * t->P;
+    memset(gi, 0, sizeof(float) * (size_t)t->S);
+    for (int64_t p = 0; p < t->P; p++) {
+      gs_locate(t, n, p, 1, &pt);
+      const float g = go[p];
+      if (t->p.interp == VNC_GRID_BICUBIC) {
+        for (int i = 0; i < 4; i++)
+          for (int j = 0; j < 4; j++) {
+            const int64_t o = pt.off[4 * j + i];
+            if (o >= 0) gi[o] += g * pt.a[0][i] * pt.a[1][j];
+          }
+      } else {
+        for (int k = 0; k < pt.n; k++)
+          if (pt.off[k] >= 0) gi[pt.off[k]] += pt.w[k] * g;
+      }
+    }
+    store_vplane(&t->gx, t->dtype, pl, gi);
+  }
+  free(gi);
+}
+
+/* grad_grid of points: the derivative of the samples by the point's coordinates, summed over
+ * channels in order, times d coordinate / d grid coordinate. */
+static void gs_bwd_grid_points(void *ctx, int64_t a, int64_t b) {
+  const gs_task *t = ctx;
+  gs_point pt;
+  for (int64_t q = a; q < b; q++) {
+    const int64_t n = q / t->P, p = q % t->P;
+    float gr[3] = {0.0f, 0.0f, 0.0f};
+    if (t->p.interp != VNC_GRID_NEAREST) {
+      gs_locate(t, n, p, 1, &pt);
+      const float(*A)[4] = pt.a;
+      for (int64_t c = 0; c < t->C; c++) {
+        const float *x = t->xf + (n * t->C + c) * t->S, g = t->of[(n * t->C + c) * t->P + p];
+        if (t->p.interp == VNC_GRID_BICUBIC) {
+          for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) {
+              const float v = gs_at(x, pt.off[4 * j + i]);
+              gr[0] = fmaf(-(v * g * pt.da[0][i]), A[1][j], gr[0]);
+              gr[1] = fmaf(-(v * g * pt.da[1][j]), A[0][i], gr[1]);
+            }
+        } else if (t->p.nd == 2) { /* (n, s, w, e) = (A[1][1], A[1][0], A[0][1], A[0][0]) */
+          const float nw = gs_at(x, pt.off[0]), ne = gs_at(x, pt.off[1]), sw = gs_at(x, pt.off[2]),
+                      se = gs_at(x, pt.off[3]);
+          gr[0] = fmaf(fmaf(se - sw, A[1][1], (ne - nw) * A[1][0]), g, gr[0]);
+          gr[1] = fmaf(fmaf(se - ne, A[0][1], (sw - nw) * A[0][0]), g, gr[1]);
+        } else { /* each inside tap: its weight's derivative along each axis */
+          for (int k = 0; k < 8; k++) {
+            if (pt.off[k] < 0) continue;
+            const float v = x[pt.off[k]];
+            const int bx = k & 1, by = (k >> 1) & 1, bz = k >> 2;
+            const float dx = v * A[1][by] * A[2][bz] * g, dy = v * A[0][bx] * A[2][bz] * g,
+                        dz = v * A[0][bx] * A[1][by] * g;
+            gr[0] = bx ? gr[0] + dx : gr[0] - dx;
+            gr[1] = by ? gr[1] + dy : gr[1] - dy;
+            gr[2] = bz ? gr[2] + dz : gr[2] - dz;
+          }
+        }
+      }
+      for (int k = 0; k < t->p.nd; k++) gr[k] = pt.mult[k] * gr[k];
+    }
+    for (int k = 0; k < t->p.nd; k++) t->ggf[(n * t->p.nd + k) * t->P + p] = gr[k];
+  }
+}
+
+/* grad_x when the grid has no points: zero planes (t->of holds one). */
+static void gs_zero_planes(void *ctx, int64_t a, int64_t b) {
+  const gs_task *t = ctx;
+  for (int64_t pl = a; pl < b; pl++) store_vplane(&t->gx, t->dtype, pl, t->of);
+}
+
+static vnc_status gs_run(void *arg) {
+  gs_task *t = arg;
+  const int64_t rows = t->N * t->grid.D * t->grid.H;
+  vnc_parallel_for(t->N * t->C, 1, gs_load_planes, t);
+  vnc_parallel_for(rows, 1, gs_load_grid, t);
+  if (!t->backward) {
+    vnc_parallel_for(t->N * t->P, 256, gs_fwd_points, t);
+    vnc_parallel_for(t->N * t->C, 1, gs_store_out, t);
+    return VNC_OK;
+  }
+  if (t->gx.data) vnc_parallel_for(t->N * t->C, 1, gs_bwd_input_planes, t);
+  vnc_parallel_for(t->N * t->P, 256, gs_bwd_grid_points, t);
+  vnc_parallel_for(rows, 1, gs_store_grid_grad, t);
+  return VNC_OK;
+}
+
+static int gs_same_points(const vnc_grid *a, const vnc_grid *b) {
+  return a->N == b->N && a->D == b->D && a->H == b->H && a->W == b->W;
+}
+
+static vnc_status grid_sample(vnc_stream *s, const char *op, int backward, const vnc_grid_sample_params *p,
+                              int32_t dtype, const vnc_volume *x, const vnc_grid *grid, const vnc_volume *out,
+                              const vnc_volume *gx, const vnc_grid *ggrid) {
+  vnc_status st = need_floating(op, dtype);
+  if (st != VNC_OK) return st;
+  if ((p->nd != 2 && p->nd != 3) || p->interp < VNC_GRID_BILINEAR || p->interp > VNC_GRID_BICUBIC ||
+      (p->nd == 3 && p->interp == VNC_GRID_BICUBIC) || p->padding < VNC_GRID_ZEROS || p->padding > VNC_GRID_REFLECTION)
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: unsupported %d-D interpolation mode %d or padding mode %d", op,
+                         (int)p->nd, (int)p->interp, (int)p->padding);
+  if ((p->nd == 2 && (x->D != 1 || grid->D != 1)) || grid->N != x->N || out->N != x->N || out->C != x->C ||
+      out->D != grid->D || out->H != grid->H || out->W != grid->W ||
+      (gx && (gx->N != x->N || gx->C != x->C || gx->D != x->D || gx->H != x->H || gx->W != x->W)) ||
+      (ggrid && !gs_same_points(ggrid, grid)))
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: input, grid and output shapes disagree", op);
+  if (x->D < 1 || x->H < 1 || x->W < 1) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: empty input spatial size", op);
+  gs_task t;
+  memset(&t, 0, sizeof t);
+  t.p = *p;
+  t.dtype = dtype;
+  t.backward = backward;
+  t.x = *x;
+  t.out = *out;
+  if (gx) t.gx = *gx;
+  t.grid = *grid;
+  if (ggrid) t.ggrid = *ggrid;
+  t.N = x->N, t.C = x->C, t.P = grid->D * grid->H * grid->W, t.S = x->D * x->H * x->W;
+  t.ax[0] = gs_axis_of(x->W, p->align_corners);
+  t.ax[1] = gs_axis_of(x->H, p->align_corners);
+  t.ax[2] = gs_axis_of(x->D, p->align_corners);
+  if (t.N * t.P == 0 || (!backward && t.C == 0)) {
+    if (!backward || !gx || t.N * t.C == 0) return VNC_OK;
+    t.of = calloc((size_t)t.S, sizeof(float)); /* no points: grad_x is 0 */
+    if (!t.of) return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    return vnc_launch_parallel(s, op, gs_zero_planes, t.N * t.C, 1, &t, sizeof t, gs_release);
+  }
+  const int64_t xn = t.N * t.C * t.S, on = t.N * t.C * t.P, gn = t.N * p->nd * t.P;
+  t.xf = malloc(sizeof(float) * (size_t)(xn > 0 ? xn : 1));
+  t.gf = malloc(sizeof(float) * (size_t)gn);
+  t.of = malloc(sizeof(float) * (size_t)(on > 0 ? on : 1));
+  if (backward) t.ggf = malloc(sizeof(float) * (size_t)gn);
+  if (!t.xf || !t.gf || !t.of || (backward && !t.ggf)) {
+    gs_release(&t);
+    return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "%s: out of host memory for the sampling buffers", op);
+  }
+  return vnc_launch(s, op, gs_run, &t, sizeof t, gs_release);
+}
+
+vnc_status vnc_grid_sample(vnc_stream *s, const char *op, const vnc_grid_sample_params *p, int32_t dtype,
+                           const vnc_volume *x, const vnc_grid *grid, const vnc_volume *out) {
+  return grid_sample(s, op, 0, p, dtype, x, grid, out, NULL, NULL);
+}
+
+vnc_status vnc_grid_sample_backward(vnc_stream *s, const char *op, const vnc_grid_sample_params *p, int32_t dtype,
+                                    const vnc_volume *grad_out, const vnc_volume *x, const vnc_grid *grid,
+                                    const vnc_volume *grad_x, const vnc_grid *grad_grid) {
+  if (!grad_grid) return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: grad_grid is required", op);
+  return grid_sample(s, op, 1, p, dtype, x, grid, grad_out, grad_x, grad_grid);
+}
