@@ -1104,7 +1104,11 @@ class NeuronBackend : public c10d::Backend {
       job.keep.push_back(t);
       if (!t.is_contiguous()) job.contiguous = false;
     };
-    for (const auto& t : inputs) visit(t, false);
+    // An in-place collective (all_reduce, reduce, broadcast: no outputs, its inputs are its
+    // results) writes its inputs: each rank refuses an overlapping one at the call, root or not,
+    // so that no rank goes on to wait for the ones that refused.
+    const bool in_place = outputs.empty() && !results.empty();
+    for (const auto& t : inputs) visit(t, in_place);
     for (const auto& t : outputs) visit(t, true);
     job.outputs = results;
     job.staging.staged_counter = &staged_;

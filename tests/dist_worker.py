@@ -553,6 +553,10 @@ def bad_inputs_raise_clearly():
            lambda: dist.all_to_all_single(torch.empty(4, device=DEV), torch.ones(4, device=DEV), [1] * WORLD, [1] * WORLD))
     expect(ValueError, ["overlapping"],
            lambda: dist.all_gather_into_tensor(torch.zeros(1, device=DEV).expand(2 * WORLD), torch.ones(2, device=DEV)))
+    # in-place collectives write their input: refused on every rank, root or not
+    for name, call in (("all_reduce", lambda t: dist.all_reduce(t)), ("broadcast", lambda t: dist.broadcast(t, 0)),
+                       ("reduce", lambda t: dist.reduce(t, 0))):
+        expect(ValueError, [name, "overlapping"], lambda: call(torch.ones(1, device=DEV).expand(4)))
     # checked at the call (Gloo's own checks would fail on the communication thread and end the group)
     expect(ValueError, ["all_gather_into_tensor", "float64"],
            lambda: dist.all_gather_into_tensor(torch.empty(2 * WORLD, dtype=torch.float64, device=DEV), torch.ones(2, device=DEV)))

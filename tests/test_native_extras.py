@@ -1,5 +1,6 @@
 """trace, F.unfold / F.fold (aten::im2col / col2im), torch.cdist (_cdist_forward /
-_cdist_backward), torch.arange's sizing and reductions with a dtype= run natively and match CPU PyTorch: values, gradients (torch.autograd, which
+_cdist_backward), torch.arange's sizing, reductions with a dtype= and the clamp-like activations'
+special values run natively and match CPU PyTorch: values, gradients (torch.autograd, which
 reaches each op's backward: trace_backward's composition, col2im for im2col and the reverse,
 _cdist_backward for both operands), non-contiguous, empty and batched inputs, and CPU's
 exceptions for bad arguments."""
@@ -341,3 +342,24 @@ def test_reduction_dtype_casts_the_input_first_as_cpu(native, op, src, dst):
         dict(rtol=1e-6, atol=1e-6) if dst in (torch.float32, torch.float64) else \
         dict(rtol=4 * torch.finfo(dst).eps, atol=0) if op is torch.prod else dict(rtol=0, atol=0)
     torch.testing.assert_close(got, expected, **tol)
+
+
+# ------------------------------------------------------------------------------ clamp-like activations
+
+SPECIAL = [float("nan"), float("inf"), -float("inf"), -4.0, -3.0, -1.0, -0.0, 0.0, 0.5, 2.9999, 3.0, 6.0, 7.5]
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("hardsigmoid", F.hardsigmoid), ("hardswish", F.hardswish), ("relu6", F.relu6), ("hardtanh", F.hardtanh),
+    ("clamp", lambda t: t.clamp(-1.0, 2.0)), ("clamp_min", lambda t: t.clamp_min(0.25)),
+    ("clamp_max", lambda t: t.clamp_max(0.25)), ("clamp NaN bound", lambda t: t.clamp(float("nan"), 1.0)),
+    ("leaky_relu", lambda t: F.leaky_relu(t, 0.1)), ("threshold", lambda t: F.threshold(t, 0.5, -2.0)),
+    ("nan_to_num", lambda t: torch.nan_to_num(t, 1.0, 2.0, -3.0)),
+])
+def test_clamp_like_activations_special_values_match_cpu(native, name, fn):
+    """NaN, infinities, signed zeros and the boundaries, in a vector long enough for the
+    vectorised loop and its tail: bit for bit as CPU (hardsigmoid(NaN) is NaN)."""
+    x = torch.tensor(SPECIAL * 7)
+    expected, got = fn(x), fn(x.to(native)).cpu()
+    assert torch.equal(expected.isnan(), got.isnan())
+    assert torch.equal(torch.nan_to_num(expected).view(torch.int32), torch.nan_to_num(got).view(torch.int32))
