@@ -124,7 +124,24 @@ def test_invalid_device_index_names_the_range():
         torch.empty(3, device="neuron:5")
     with pytest.raises(RuntimeError, match="valid range is 0 to 1"):
         torch.neuron.get_device_properties(2)
+    for fn in (torch.neuron.get_device_properties, torch.neuron.get_device_name):
+        with pytest.raises(RuntimeError, match="valid range is 0 to 1"):
+            fn(-3)  # -1 is the current device, as on CUDA; other negatives are refused
+    assert torch.neuron.get_device_name(-1) == f"neuron:{torch.neuron.current_device()}"
     assert torch.ones(2, device="neuron").sum().item() == 2  # still usable
+
+
+def test_stream_and_strict_mode_arguments_are_checked():
+    with pytest.raises(TypeError, match="torch.neuron.stream: expected a torch.Stream, got int"):
+        with torch.neuron.stream(5):
+            pass
+    with pytest.raises(ValueError, match="torch.neuron.set_stream: expected a neuron stream, got a stream of device cpu"):
+        torch.neuron.set_stream(torch.Stream("cpu"))
+    with pytest.raises(TypeError, match="set_strict_fallback: enabled must be a bool, got str"):
+        torch_neuronx.set_strict_fallback("no")
+    s = torch.neuron.Stream()
+    with torch.neuron.stream(s):
+        assert torch.neuron.current_stream() == s
 
 
 def test_tensor_and_module_methods():

@@ -245,8 +245,12 @@ def get_plan_cache_stats() -> dict[str, int]:
 
 def set_strict_fallback(enabled: bool) -> bool:
     """Turn strict mode on or off (env ``TORCH_NEURONX_STRICT=1`` sets it at start): each CPU
-    fallback then raises ``NotImplementedError`` naming the op. Returns the previous mode."""
-    return _C._set_strict(bool(enabled))
+    fallback then raises ``NotImplementedError`` naming the op. Returns the previous mode.
+
+    Raises ``TypeError`` unless ``enabled`` is a bool."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_strict_fallback: enabled must be a bool, got {type(enabled).__name__}")
+    return _C._set_strict(enabled)
 
 
 def get_dynamo_metrics() -> list[dict]:

@@ -55,7 +55,7 @@ def _index(device: Any = None, optional: bool = True) -> int:
             raise ValueError(f"Expected a neuron device, but got: {device}")
         idx = device.index if device.index is not None else _C._get_device()
     elif isinstance(device, int):
-        idx = device if device >= 0 or not optional else _C._get_device()
+        idx = device if device != -1 or not optional else _C._get_device()  # other negatives: refused below
     else:
         raise TypeError(f"device must be an int, str or torch.device, got {type(device).__name__}")
     _C._check_device(idx)
@@ -227,18 +227,32 @@ def default_stream(device: Any = None) -> torch.Stream:
     return torch.Stream(stream_id=0, device_index=idx, device_type=device_type)
 
 
+def _check_stream(fn: str, stream: Any) -> None:
+    """TypeError/ValueError naming ``fn`` unless ``stream`` is a neuron ``torch.Stream``."""
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"torch.neuron.{fn}: expected a torch.Stream, got {type(stream).__name__}")
+    if stream.device.type != "neuron":
+        raise ValueError(f"torch.neuron.{fn}: expected a neuron stream, got a stream of device {stream.device}")
+
+
 def set_stream(stream: torch.Stream) -> None:
-    """Make ``stream`` current for its device on the calling thread."""
+    """Make ``stream`` current for its device on the calling thread (``None``: no-op).
+
+    Raises ``TypeError`` for a non-stream, ``ValueError`` for a stream of another device."""
     if stream is not None:
+        _check_stream("set_stream", stream)
         torch.accelerator.set_stream(stream)
 
 
 @contextlib.contextmanager
 def stream(stream: torch.Stream | None):
-    """Context manager selecting ``stream`` (``None``: no-op) and restoring the previous one."""
+    """Context manager selecting ``stream`` (``None``: no-op) and restoring the previous one.
+
+    Raises ``TypeError`` for a non-stream, ``ValueError`` for a stream of another device."""
     if stream is None:
         yield
         return
+    _check_stream("stream", stream)
     prev_device = _C._get_device()  # set_stream also makes the stream's device current
     prev = torch.accelerator.current_stream(stream.device_index)
     torch.accelerator.set_stream(stream)
