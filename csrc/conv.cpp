@@ -6,6 +6,7 @@
 #include "gate.h"
 #include "structured.h"
 
+#include <ATen/native/Resize.h>
 #include <ATen/native/im2col_shape_check.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_meta.h>
 #include <ATen/ops/max_pool2d_with_indices_meta.h>
@@ -216,6 +217,208 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
                                 opt_ptr(w), opt_ptr(rm), opt_ptr(rv), opt_ptr(sm), opt_ptr(si), pdt, train, eps, dx.defined() ? element_ptr(dx) : nullptr,
                                 dw.defined() ? element_ptr(dw) : nullptr, db.defined() ? element_ptr(db) : nullptr));
   return {dx.defined() ? in_layout_of(dx, input) : dx, dw, db};
+}
+
+// SyncBatchNorm's ops (aten::batch_norm_stats, batch_norm_gather_stats[_with_counts],
+// batch_norm_elemt, batch_norm_backward_reduce, batch_norm_backward_elemt): CUDA-only in ATen
+// (no CPU kernel, so no fallback), here compositions of native reductions and elementwise
+// ops with CUDA's semantics. Statistics are kept in the accumulate type (float32 for float16,
+// bfloat16 and float32 inputs; float64 for float64); channels are dim 1, any spatial dims.
+
+at::ScalarType acc_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
+
+void check_floating(const char* op, const at::Tensor& t, const char* name) {
+  const at::ScalarType st = t.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
+                              op, ": ", name, " of dtype ", t.scalar_type(),
+                              " is not supported (float32, float64, float16 or bfloat16)");
+}
+
+// The input's checks: floating, at least (N, C), and the dims reduced over (all but 1).
+std::vector<int64_t> bn_reduce_dims(const char* op, const at::Tensor& input, const char* name = "input") {
+  check_floating(op, input, name);
+  TORCH_CHECK(input.dim() >= 2, op, ": expected ", name, " with at least 2 dims (N, C, ...), got shape ",
+              input.sizes());
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < input.dim(); d++) dims.push_back(d);
+  return dims;
+}
+
+// A per-channel vector of C elements (1-D), on input's device.
+void check_channels(const char* op, const at::Tensor& input, const at::Tensor& t, const char* name) {
+  check_same_device(op, input, {&t});
+  check_floating(op, t, name);
+  TORCH_CHECK(t.dim() == 1 && t.size(0) == input.size(1), op, ": expected ", name, " of shape [", input.size(1),
+              "] (one value per channel of input ", input.sizes(), "), got ", t.sizes());
+}
+void check_channels(const char* op, const at::Tensor& input, const std::optional<at::Tensor>& t, const char* name) {
+  if (t && t->defined()) check_channels(op, input, *t, name);
+}
+
+// A per-channel vector viewed as (1, C, 1, ...) against an input of `ndim` dims, in dtype `st`.
+at::Tensor per_channel(const at::Tensor& t, int64_t ndim, at::ScalarType st) {
+  std::vector<int64_t> shape(ndim, 1);
+  shape[1] = t.size(0);
+  return t.to(st).reshape(shape);
+}
+
+std::tuple<at::Tensor, at::Tensor> sync_bn_stats(const at::Tensor& input, double eps) {
+  const char* op = "aten::batch_norm_stats";
+  const auto dims = bn_reduce_dims(op, input);
+  record_native(op);
+  c10::DeviceGuard g(input.device());
+  auto [var, mean] = at::var_mean(input.to(acc_type(input.scalar_type())), dims, std::optional<at::Scalar>(0));
+  at::Tensor invstd = (var + eps).rsqrt();
+  if (eps == 0) invstd.masked_fill_(var == 0, 0);  // CUDA's InvStd: 0 for a constant channel without eps
+  return {mean, invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor> sync_bn_gather_counts(
+    const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, double momentum,
+    double eps, const at::Tensor& counts) {
+  const char* op = "aten::batch_norm_gather_stats_with_counts";
+  check_same_device(op, input, {&mean, &invstd, &counts});
+  check_floating(op, mean, "mean");
+  check_floating(op, invstd, "invstd");
+  TORCH_CHECK(mean.dim() == 2, op, ": expected mean of shape [world_size, C], got ", mean.sizes());
+  TORCH_CHECK(invstd.sizes() == mean.sizes(), op, ": expected invstd of the shape of mean ", mean.sizes(), ", got ",
+              invstd.sizes());
+  TORCH_CHECK(counts.numel() == mean.size(0), op, ": expected counts with one element per row of mean (",
+              mean.size(0), "), got shape ", counts.sizes());
+  TORCH_CHECK(!counts.is_complex() && counts.scalar_type() != at::kBool, op, ": counts of dtype ",
+              counts.scalar_type(), " is not supported");
+  const int64_t C = mean.size(1);
+  for (auto [t, name] : {std::pair{&running_mean, "running_mean"}, {&running_var, "running_var"}})
+    if (*t && (*t)->defined()) {
+      check_same_device(op, input, {&**t});
+      check_floating(op, **t, name);
+      TORCH_CHECK((*t)->dim() == 1 && (*t)->size(0) == C, op, ": expected ", name, " of shape [", C, "], got ",
+                  (*t)->sizes());
+    }
+  record_native(op);
+  c10::DeviceGuard g(input.device());
+  const at::ScalarType st = acc_type(mean.scalar_type());
+  // the ranks' (count, mean, biased variance) merged: n = sum c_j, mean = sum c_j m_j / n,
+  // var_n = sum c_j (v_j + (m_j - mean)^2) with v_j = 1 / invstd_j^2 - eps
+  at::Tensor cnt = counts.to(st).reshape({-1, 1}), m = mean.to(st), inv = invstd.to(st);
+  at::Tensor n = cnt.sum(0);
+  at::Tensor avg = (m * cnt).sum(0) / n;
+  at::Tensor var_n = ((inv.reciprocal().square() - eps + (m - avg).square()) * cnt).sum(0);
+  at::Tensor out_invstd = (var_n / n + eps).rsqrt();
+  if (running_mean && running_mean->defined())
+    running_mean->copy_(running_mean->to(st) * (1 - momentum) + avg * momentum);
+  if (running_var && running_var->defined())  // the unbiased variance, as CUDA
+    running_var->copy_(running_var->to(st) * (1 - momentum) + var_n / (n - 1) * momentum);
+  return {avg, out_invstd};
+}
+
+// The same with every rank's count equal to `count`.
+std::tuple<at::Tensor, at::Tensor> sync_bn_gather(const at::Tensor& input, const at::Tensor& mean,
+                                                           const at::Tensor& invstd,
+                                                           const std::optional<at::Tensor>& running_mean,
+                                                           const std::optional<at::Tensor>& running_var,
+                                                           double momentum, double eps, int64_t count) {
+  TORCH_CHECK(mean.dim() >= 1, "aten::batch_norm_gather_stats: expected mean of shape [world_size, C], got ",
+              mean.sizes());
+  at::Tensor counts = at::full({mean.size(0)}, static_cast<double>(count), mean.options().dtype(acc_type(mean.scalar_type())));
+  return sync_bn_gather_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts);
+}
+
+// ((x - mean) * invstd) * weight + bias, computed in the accumulate type, in input's dtype and layout.
+at::Tensor bn_elemt(const char* op, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                    const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& invstd) {
+  bn_reduce_dims(op, input);
+  check_channels(op, input, mean, "mean");
+  check_channels(op, input, invstd, "invstd");
+  check_channels(op, input, weight, "weight");
+  check_channels(op, input, bias, "bias");
+  record_native(op);
+  c10::DeviceGuard g(input.device());
+  const at::ScalarType st = acc_type(input.scalar_type());
+  const int64_t nd = input.dim();
+  at::Tensor y = (input.to(st) - per_channel(mean, nd, st)) * per_channel(invstd, nd, st);
+  if (weight && weight->defined()) y = y * per_channel(*weight, nd, st);
+  if (bias && bias->defined()) y = y + per_channel(*bias, nd, st);
+  return y.to(input.scalar_type()).contiguous(input.suggest_memory_format());
+}
+
+at::Tensor sync_bn_elemt(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& invstd,
+                            double /*eps*/) {
+  return bn_elemt("aten::batch_norm_elemt", input, weight, bias, mean, invstd);
+}
+
+at::Tensor& sync_bn_elemt_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                 const std::optional<at::Tensor>& bias, const at::Tensor& mean,
+                                 const at::Tensor& invstd, double /*eps*/, at::Tensor& out) {
+  const char* op = "aten::batch_norm_elemt.out";
+  check_same_device(op, input, {&out});
+  TORCH_CHECK(out.scalar_type() == input.scalar_type(), op, ": expected out of dtype ", input.scalar_type(),
+              ", got ", out.scalar_type());
+  at::Tensor y = bn_elemt(op, input, weight, bias, mean, invstd);
+  at::native::resize_output(out, y.sizes());
+  out.copy_(y);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sync_bn_backward_reduce(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
+    const std::optional<at::Tensor>& weight, bool input_g, bool weight_g, bool bias_g) {
+  const char* op = "aten::batch_norm_backward_reduce";
+  const auto dims = bn_reduce_dims(op, input);
+  check_same_device(op, input, {&grad_out});
+  check_floating(op, grad_out, "grad_out");
+  TORCH_CHECK(grad_out.sizes() == input.sizes(), op, ": expected grad_out of the input's shape ", input.sizes(),
+              ", got ", grad_out.sizes());
+  check_channels(op, input, mean, "mean");
+  check_channels(op, input, invstd, "invstd");
+  TORCH_CHECK(mean.scalar_type() == invstd.scalar_type(), op, ": mean and invstd need to have the same data types");
+  check_channels(op, input, weight, "weight");
+  record_native(op);
+  c10::DeviceGuard g(input.device());
+  const at::ScalarType st = acc_type(input.scalar_type());
+  at::Tensor dy = grad_out.to(st);
+  at::Tensor sum_dy = dy.sum(dims);
+  at::Tensor sum_dy_xmu = (dy * (input.to(st) - per_channel(mean, input.dim(), st))).sum(dims);
+  // grad_weight / grad_bias in weight's dtype (mean's without a weight), each only when asked for
+  const at::ScalarType wt = weight && weight->defined() ? weight->scalar_type() : mean.scalar_type();
+  at::Tensor gw = weight_g ? (sum_dy_xmu * invstd.to(st)).to(wt) : at::Tensor();
+  at::Tensor gb = bias_g ? sum_dy.to(wt) : at::Tensor();
+  if (!input_g) return {at::Tensor(), at::Tensor(), gw, gb};
+  return {sum_dy.to(mean.scalar_type()), sum_dy_xmu.to(mean.scalar_type()), gw, gb};
+}
+
+at::Tensor sync_bn_backward_elemt(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+                                     const at::Tensor& invstd, const std::optional<at::Tensor>& weight,
+                                     const at::Tensor& sum_dy, const at::Tensor& sum_dy_xmu, const at::Tensor& count) {
+  const char* op = "aten::batch_norm_backward_elemt";
+  bn_reduce_dims(op, input);
+  check_same_device(op, input, {&grad_out, &count});
+  check_floating(op, grad_out, "grad_out");
+  TORCH_CHECK(grad_out.sizes() == input.sizes(), op, ": expected grad_out of the input's shape ", input.sizes(),
+              ", got ", grad_out.sizes());
+  check_channels(op, input, mean, "mean");
+  check_channels(op, input, invstd, "invstd");
+  TORCH_CHECK(mean.scalar_type() == invstd.scalar_type(), op, ": mean and invstd need to have the same data types");
+  check_channels(op, input, weight, "weight");
+  check_channels(op, input, sum_dy, "sum_dy");
+  check_channels(op, input, sum_dy_xmu, "sum_dy_xmu");
+  // CUDA reads the per-rank element counts as int32
+  TORCH_CHECK(count.scalar_type() == at::kInt, op, ": expected count of dtype torch.int32 (the element count of each "
+              "rank), got ", count.scalar_type());
+  record_native(op);
+  c10::DeviceGuard g(input.device());
+  const at::ScalarType st = acc_type(input.scalar_type());
+  const int64_t nd = input.dim();
+  // grad_input = (dy - sum_dy / n - (x - mean) * invstd^2 * sum_dy_xmu / n) * invstd * weight
+  at::Tensor norm = count.sum().to(st).reciprocal();
+  at::Tensor inv = per_channel(invstd, nd, st);
+  at::Tensor m_dy = per_channel(sum_dy, nd, st) * norm;
+  at::Tensor f1 = inv.square() * per_channel(sum_dy_xmu, nd, st) * norm;
+  at::Tensor f2 = weight && weight->defined() ? inv * per_channel(*weight, nd, st) : inv;
+  at::Tensor gi = (grad_out.to(st) - m_dy - (input.to(st) - per_channel(mean, nd, st)) * f1) * f2;
+  return gi.to(input.scalar_type()).contiguous(input.suggest_memory_format());
 }
 
 // ---------------------------------------------------------------- pooling
@@ -439,6 +642,15 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("_native_batch_norm_legit", TORCH_FN(batch_norm_legit), kFloatingDtypes);
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batch_norm_legit_no_stats), kFloatingDtypes);
   m.impl("_native_batch_norm_legit_no_training", TORCH_FN(batch_norm_legit_no_training), kFloatingDtypes);
+  // SyncBatchNorm's ops (CUDA-only in ATen: another dtype reaches the fallback, which raises CPU's
+  // "Could not run" NotImplementedError; floating inputs with other bad arguments raise here)
+  m.impl("batch_norm_stats", TORCH_FN(sync_bn_stats), kFloatingDtypes);
+  m.impl("batch_norm_gather_stats", TORCH_FN(sync_bn_gather), kFloatingDtypes);
+  m.impl("batch_norm_gather_stats_with_counts", TORCH_FN(sync_bn_gather_counts), kFloatingDtypes);
+  m.impl("batch_norm_elemt", TORCH_FN(sync_bn_elemt), kFloatingDtypes);
+  m.impl("batch_norm_elemt.out", TORCH_FN(sync_bn_elemt_out), kFloatingDtypes);
+  m.impl("batch_norm_backward_reduce", TORCH_FN(sync_bn_backward_reduce), kFloatingDtypes);
+  m.impl("batch_norm_backward_elemt", TORCH_FN(sync_bn_backward_elemt), kFloatingDtypes);
   m.impl("max_pool2d_with_indices", TORCH_FN(max_pool2d), kRealDtypes);
   m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_out), kRealDtypes);
   m.impl("max_pool2d_with_indices_backward", TORCH_FN(max_pool2d_backward), kFloatingDtypes);

@@ -29,6 +29,13 @@ EXEMPT = {
                                       "kernels (tests/test_nested.py compares them with CPU and checks the error "
                                       "that names the remedy for other ops)",
 }
+# SyncBatchNorm's ops: ATen has CUDA kernels only, so there is no CPU result to compare with.
+_SYNC_BN_REASON = ("SyncBatchNorm's op has no CPU kernel in ATen (CUDA only): tests/test_native_extras.py compares "
+                   "it with its float64 definition and tests/test_distributed.py runs nn.SyncBatchNorm on 2 ranks "
+                   "against BatchNorm on CPU")
+EXEMPT.update({f"aten::{op}": _SYNC_BN_REASON for op in (
+    "batch_norm_stats", "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts", "batch_norm_elemt",
+    "batch_norm_elemt.out", "batch_norm_backward_reduce", "batch_norm_backward_elemt")})
 
 
 @dataclasses.dataclass

@@ -835,10 +835,72 @@ def scenario_ddp():
     dist.destroy_process_group()
 
 
+# ---------------------------------------------------------------- SyncBatchNorm
+
+
+def scenario_syncbn():
+    """nn.SyncBatchNorm on neuron (uneven per-rank batches: 3 and 5 samples; two training
+    steps, then eval) vs the plain BatchNorm on the concatenated batch on CPU: outputs, input
+    gradients, weight/bias gradients (summed over ranks, as DDP would) and running stats."""
+    import copy
+
+    import torch_neuronx
+
+    os.environ.setdefault("LOCAL_RANK", str(RANK))
+    init("neuron")
+    sizes = [3, 5][:WORLD] if WORLD == 2 else [4] * WORLD
+    start = sum(sizes[:RANK])
+    mine = slice(start, start + sizes[RANK])
+    torch_neuronx.clear_op_tracking()
+    out = {}
+    for name, cls, shape in (("2d", torch.nn.BatchNorm2d, (3, 5, 4)), ("1d", torch.nn.BatchNorm1d, (3, 6)),
+                             ("3d", torch.nn.BatchNorm3d, (2, 3, 2, 3))):
+        channels = shape[0]
+        ref = cls(channels, momentum=0.2)
+        with torch.no_grad():
+            ref.weight.copy_(torch.linspace(0.5, 1.5, channels))
+            ref.bias.copy_(torch.linspace(-0.2, 0.3, channels))
+        sync = torch.nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(ref)).to(DEV)
+        g = torch.Generator().manual_seed(11)
+        diffs = {}
+
+        def diff(key, actual, expected):
+            diffs[key] = max(diffs.get(key, 0.0), (actual.detach().cpu() - expected.detach()).abs().max().item())
+
+        for step in range(2):
+            x = torch.randn(sum(sizes), *shape, generator=g) * (1 + step) + 0.5
+            dy = torch.randn(sum(sizes), *shape, generator=g)
+            xr = x.clone().requires_grad_()
+            ref.zero_grad()
+            yr = ref(xr)
+            (yr * dy).sum().backward()
+            xd = x[mine].to(DEV).requires_grad_()
+            sync.zero_grad()
+            yd = sync(xd)
+            (yd * dy[mine].to(DEV)).sum().backward()
+            grads = torch.cat([sync.weight.grad, sync.bias.grad])
+            dist.all_reduce(grads)  # each rank holds its batch's share, DDP would sum them
+            diff("output", yd, yr[mine])
+            diff("input_grad", xd.grad, xr.grad[mine])
+            diff("weight_grad", grads[:channels], ref.weight.grad)
+            diff("bias_grad", grads[channels:], ref.bias.grad)
+            diff("running_mean", sync.running_mean, ref.running_mean)
+            diff("running_var", sync.running_var, ref.running_var)
+        assert int(sync.num_batches_tracked) == int(ref.num_batches_tracked) == 2
+        sync.eval(), ref.eval()
+        x = torch.randn(sum(sizes), *shape, generator=g)
+        diff("eval_output", sync(x[mine].to(DEV)), ref(x)[mine])
+        out[name] = diffs
+    out["fallback_ops"] = torch_neuronx.get_fallback_ops()
+    out["batch_norm_ops"] = sorted(op for op in torch_neuronx.get_executed_op_counts() if "batch_norm" in op)
+    report(out)
+    dist.destroy_process_group()
+
+
 SCENARIOS = {"ddp": scenario_ddp, "collectives": scenario_collectives, "rank_dies": scenario_rank_dies,
              "never_calls": scenario_never_calls, "never_joins": scenario_never_joins,
              "mismatch": scenario_mismatch, "torchrun_default": scenario_torchrun_default,
-             "mixed": scenario_mixed}
+             "mixed": scenario_mixed, "syncbn": scenario_syncbn}
 
 
 def main() -> None:

@@ -284,6 +284,28 @@ def test_ddp_matches_one_process_on_the_whole_batch():
                 assert diff <= 1e-5 * max(1.0, r["param_max_abs"][name]), (rank, variant, name, diff)
 
 
+# ---------------------------------------------------------------- SyncBatchNorm
+
+
+SYNCBN_OPS = ["aten::batch_norm_backward_elemt", "aten::batch_norm_backward_reduce", "aten::batch_norm_elemt",
+              "aten::batch_norm_gather_stats_with_counts", "aten::batch_norm_stats"]
+
+
+def test_sync_batch_norm_matches_batch_norm_on_the_whole_batch():
+    """nn.SyncBatchNorm (1-D, 2-D and 3-D inputs) on 2 ranks with uneven batches (3 and 5
+    samples), two training steps and an eval step, against BatchNorm on the concatenated batch
+    on CPU: outputs, input gradients, weight/bias gradients summed over ranks, running stats;
+    natively (its CUDA-only ops run as neuron kernels, no CPU fallback)."""
+    reports, codes, outputs, _ = run_ranks("syncbn", timeout=120)
+    assert all(c == 0 for c in codes.values()) and len(reports) == WORLD, describe(codes, outputs)
+    for rank, rep in reports.items():
+        assert rep["fallback_ops"] == [], rep["fallback_ops"]
+        assert set(SYNCBN_OPS) <= set(rep["batch_norm_ops"]), rep["batch_norm_ops"]
+        for variant in ("1d", "2d", "3d"):
+            for key, d in rep[variant].items():
+                assert d <= 5e-5, (rank, variant, key, d)
+
+
 # ---------------------------------------------------------------- the main job under torchrun
 
 

@@ -1,6 +1,7 @@
 """trace, F.unfold / F.fold (aten::im2col / col2im), torch.cdist (_cdist_forward /
-_cdist_backward), torch.arange's sizing, reductions with a dtype= and the clamp-like activations'
-special values run natively and match CPU PyTorch: values, gradients (torch.autograd, which
+_cdist_backward), torch.arange's sizing, reductions with a dtype=, the clamp-like activations'
+special values and SyncBatchNorm's ops (batch_norm_stats & co., against their float64
+definitions) run natively and match CPU PyTorch: values, gradients (torch.autograd, which
 reaches each op's backward: trace_backward's composition, col2im for im2col and the reverse,
 _cdist_backward for both operands), non-contiguous, empty and batched inputs, and CPU's
 exceptions for bad arguments."""
@@ -363,3 +364,212 @@ def test_clamp_like_activations_special_values_match_cpu(native, name, fn):
     expected, got = fn(x), fn(x.to(native)).cpu()
     assert torch.equal(expected.isnan(), got.isnan())
     assert torch.equal(torch.nan_to_num(expected).view(torch.int32), torch.nan_to_num(got).view(torch.int32))
+
+
+# ------------------------------------------------------------------------------ SyncBatchNorm's ops
+# batch_norm_stats, batch_norm_gather_stats(_with_counts), batch_norm_elemt(.out),
+# batch_norm_backward_reduce, batch_norm_backward_elemt: ATen has CUDA kernels only (no CPU
+# kernel to compare with), so the expected values are their definitions in float64 (CUDA's
+# semantics; tests/test_distributed.py runs nn.SyncBatchNorm itself on 2 ranks).
+
+BN_SHAPES = {"NC": (6, 3), "NCL": (4, 3, 5), "NCHW": (3, 4, 5, 2), "NCDHW": (2, 3, 2, 3, 2)}
+BN_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def _bn_tol(dtype):
+    return dict(rtol=1e-5, atol=1e-5) if dtype in (torch.float32, torch.float64) else \
+        dict(rtol=2 * torch.finfo(dtype).eps, atol=2 * torch.finfo(dtype).eps)
+
+
+def _bn_dims(x):
+    return [0, *range(2, x.dim())]
+
+
+def _bn_chan(t, x):
+    return t.reshape(1, -1, *([1] * (x.dim() - 2))).double()
+
+
+def _bn_stats_ref(x, eps):
+    var, mean = torch.var_mean(x.double(), _bn_dims(x), correction=0)
+    return mean, (var + eps).rsqrt()
+
+
+def _bn_input(shape, dtype, seed=0):
+    return (_r(*shape, seed=seed) * 2 + 0.5).to(dtype)
+
+
+def _stat_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+@pytest.mark.parametrize("dtype", BN_DTYPES)
+@pytest.mark.parametrize("shape", list(BN_SHAPES.values()), ids=list(BN_SHAPES))
+def test_batch_norm_stats_elemt_and_backward_match_their_definitions(native, shape, dtype):
+    eps = 1e-5
+    x, dy = _bn_input(shape, dtype), _r(*shape, seed=1).to(dtype)
+    w, b = _r(shape[1], seed=2).to(dtype), _r(shape[1], seed=3).to(dtype)
+    xd, dyd, wd, bd = (t.to(native) for t in (x, dy, w, b))
+    sd = _stat_dtype(dtype)
+
+    mean, invstd = torch.batch_norm_stats(xd, eps)
+    em, ei = _bn_stats_ref(x, eps)
+    assert mean.dtype == invstd.dtype == sd and mean.shape == invstd.shape == (shape[1],)
+    torch.testing.assert_close(mean.cpu().double(), em, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(invstd.cpu().double(), ei, rtol=1e-5, atol=1e-5)
+    mean_c, invstd_c = mean.cpu(), invstd.cpu()
+
+    # elemt: ((x - mean) * invstd) * weight + bias in the input's dtype
+    ex = (x.double() - _bn_chan(mean_c, x)) * _bn_chan(invstd_c, x)
+    for args, expected in (((wd, bd), ex * _bn_chan(w, x) + _bn_chan(b, x)), ((None, None), ex),
+                           ((wd, None), ex * _bn_chan(w, x))):
+        y = torch.batch_norm_elemt(xd, *args, mean, invstd, eps)
+        assert y.dtype == dtype and y.shape == x.shape
+        torch.testing.assert_close(y.cpu().double(), expected, **_bn_tol(dtype))
+    out = torch.empty(0, dtype=dtype, device=native)
+    assert torch.batch_norm_elemt(xd, wd, bd, mean, invstd, eps, out=out) is out
+    torch.testing.assert_close(out.cpu().double(), ex * _bn_chan(w, x) + _bn_chan(b, x), **_bn_tol(dtype))
+
+    # backward_reduce: (sum dy, sum dy * (x - mean), grad_weight, grad_bias)
+    dims = _bn_dims(x)
+    e_sum_dy = dy.double().sum(dims)
+    e_sum_dy_xmu = (dy.double() * (x.double() - _bn_chan(mean_c, x))).sum(dims)
+    sum_dy, sum_dy_xmu, gw, gb = torch.batch_norm_backward_reduce(dyd, xd, mean, invstd, wd, True, True, True)
+    assert sum_dy.dtype == sum_dy_xmu.dtype == sd and gw.dtype == gb.dtype == dtype
+    stol = dict(rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(sum_dy.cpu().double(), e_sum_dy, **stol)
+    torch.testing.assert_close(sum_dy_xmu.cpu().double(), e_sum_dy_xmu, **stol)
+    gtol = stol if dtype in (torch.float32, torch.float64) else _bn_tol(dtype)
+    torch.testing.assert_close(gw.cpu().double(), (e_sum_dy_xmu * invstd_c.double()).to(dtype).double(), **gtol)
+    torch.testing.assert_close(gb.cpu().double(), e_sum_dy.to(dtype).double(), **gtol)
+
+    # backward_elemt: grad_input of batch norm from the reduced sums and the element count
+    count = torch.tensor([x.numel() // shape[1]], dtype=torch.int32)
+    n = float(count.sum())
+    inv = _bn_chan(invstd_c, x)
+    expected = (dy.double() - _bn_chan(sum_dy.cpu(), x) / n
+                - (x.double() - _bn_chan(mean_c, x)) * inv ** 2 * _bn_chan(sum_dy_xmu.cpu(), x) / n) * inv * _bn_chan(w, x)
+    gi = torch.batch_norm_backward_elemt(dyd, xd, mean, invstd, wd.to(sd), sum_dy, sum_dy_xmu, count.to(native))
+    assert gi.dtype == dtype and gi.shape == x.shape
+    torch.testing.assert_close(gi.cpu().double(), expected, **_bn_tol(dtype))
+    if dtype == torch.float64:  # the gradient of batch norm itself, with the batch's own statistics
+        xr = x.clone().requires_grad_()
+        torch.nn.functional.batch_norm(xr, None, None, w, b, training=True, eps=eps).backward(dy)
+        torch.testing.assert_close(gi.cpu(), xr.grad, rtol=1e-5, atol=1e-5)  # float64 runs as float32
+
+
+def test_batch_norm_backward_reduce_flags_and_missing_weight(native):
+    x, dy = _bn_input((4, 3, 5), torch.float32), _r(4, 3, 5, seed=1)
+    xd, dyd = x.to(native), dy.to(native)
+    mean, invstd = torch.batch_norm_stats(xd, 1e-5)
+    sum_dy, sum_dy_xmu, gw, gb = torch.batch_norm_backward_reduce(dyd, xd, mean, invstd, None, True, False, False)
+    assert sum_dy is not None and sum_dy_xmu is not None and gw is None and gb is None
+    sum_dy2, sum_dy_xmu2, gw, gb = torch.batch_norm_backward_reduce(dyd, xd, mean, invstd, None, False, True, True)
+    assert sum_dy2 is None and sum_dy_xmu2 is None and gw.dtype == gb.dtype == torch.float32
+    torch.testing.assert_close(gb.cpu(), sum_dy.cpu())
+    torch.testing.assert_close(gw.cpu(), (sum_dy_xmu * invstd).cpu())
+    # grad_input without a weight (weight 1)
+    count = torch.tensor([20], dtype=torch.int32, device=native)
+    gi = torch.batch_norm_backward_elemt(dyd, xd, mean, invstd, None, sum_dy, sum_dy_xmu, count)
+    xr = x.double().requires_grad_()
+    torch.nn.functional.batch_norm(xr, None, None, training=True, eps=1e-5).backward(dy.double())
+    torch.testing.assert_close(gi.cpu().double(), xr.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_stats_of_a_constant_channel(native):
+    """CUDA's invstd: 1/sqrt(var + eps), and 0 (not inf) for a zero variance without eps."""
+    x = torch.ones(4, 2, 3)
+    x[:, 1] = _r(4, 3)
+    mean, invstd = torch.batch_norm_stats(x.to(native), 0.0)
+    em, ei = _bn_stats_ref(x, 0.0)
+    ei[0] = 0
+    torch.testing.assert_close(invstd.cpu().double(), ei, rtol=1e-5, atol=0)
+    torch.testing.assert_close(torch.batch_norm_stats(x.to(native), 0.1)[1].cpu().double(), _bn_stats_ref(x, 0.1)[1],
+                               rtol=1e-5, atol=0)
+
+
+def test_batch_norm_channels_last_input_keeps_its_layout(native):
+    x = _bn_input((3, 4, 5, 2), torch.float32).contiguous(memory_format=torch.channels_last)
+    xd = x.to(native)
+    assert xd.is_contiguous(memory_format=torch.channels_last)
+    mean, invstd = torch.batch_norm_stats(xd, 1e-5)
+    em, ei = _bn_stats_ref(x, 1e-5)
+    torch.testing.assert_close(mean.cpu().double(), em, rtol=1e-5, atol=1e-5)
+    y = torch.batch_norm_elemt(xd, None, None, mean, invstd, 1e-5)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(y.cpu().double(), (x.double() - _bn_chan(em, x)) * _bn_chan(ei, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_batch_norm_gather_stats_with_counts_merges_ranks(native, dtype):
+    """Per-rank (mean, invstd, count) merged into the global mean and invstd; the running
+    stats move towards the global mean and the unbiased global variance by `momentum`."""
+    eps, momentum = 1e-5, 0.2
+    parts = [_bn_input((n, 3, 4), dtype, seed=10 + n) * (1 + n) for n in (2, 5, 3)]  # 3 ranks, uneven
+    stats = [torch.batch_norm_stats(p.to(native), eps) for p in parts]
+    mean_all = torch.stack([m for m, _ in stats])
+    invstd_all = torch.stack([i for _, i in stats])
+    counts = torch.tensor([p.numel() // 3 for p in parts], dtype=dtype, device=native)
+    rm, rv = _r(3, seed=4).to(dtype), _r(3, seed=5).abs().to(dtype) + 1
+    rmd, rvd = rm.to(native), rv.to(native)
+    mean, invstd = torch.batch_norm_gather_stats_with_counts(parts[0].to(native), mean_all, invstd_all, rmd, rvd,
+                                                             momentum, eps, counts)
+    assert mean.dtype == invstd.dtype == _stat_dtype(dtype)
+    whole = torch.cat(parts).double()
+    var, em = torch.var_mean(whole, [0, 2], correction=0)
+    torch.testing.assert_close(mean.cpu().double(), em, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(invstd.cpu().double(), (var + eps).rsqrt(), rtol=1e-4, atol=1e-5)
+    tol = _bn_tol(dtype) if dtype == torch.float16 else dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rmd.cpu().double(), ((1 - momentum) * rm.double() + momentum * em).to(dtype).double(), **tol)
+    unbiased = torch.var(whole, [0, 2], correction=1)
+    torch.testing.assert_close(rvd.cpu().double(), ((1 - momentum) * rv.double() + momentum * unbiased).to(dtype).double(),
+                               **(tol if dtype == torch.float16 else dict(rtol=1e-4, atol=1e-5)))
+    # without running stats; and batch_norm_gather_stats (one count for every rank)
+    m2, i2 = torch.batch_norm_gather_stats_with_counts(parts[0].to(native), mean_all, invstd_all, None, None,
+                                                       momentum, eps, counts)
+    torch.testing.assert_close(m2.cpu(), mean.cpu())
+    even = [_bn_input((4, 3, 4), dtype, seed=s) for s in (1, 2)]
+    st = [torch.batch_norm_stats(p.to(native), eps) for p in even]
+    m3, i3 = torch.batch_norm_gather_stats(even[0].to(native), torch.stack([m for m, _ in st]),
+                                           torch.stack([i for _, i in st]), None, None, momentum, eps, 16)
+    var, em = torch.var_mean(torch.cat(even).double(), [0, 2], correction=0)
+    torch.testing.assert_close(m3.cpu().double(), em, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(i3.cpu().double(), (var + eps).rsqrt(), rtol=1e-4, atol=1e-5)
+
+
+def test_sync_batch_norm_ops_refuse_bad_arguments_clearly(neuron):
+    x = _bn_input((4, 3, 5), torch.float32).to(neuron)
+    mean, invstd = torch.batch_norm_stats(x, 1e-5)
+    count = torch.tensor([20], dtype=torch.int32, device=neuron)
+    cases = [
+        (RuntimeError, ["batch_norm_stats", "at least 2 dims"], lambda: torch.batch_norm_stats(x[0, 0], 1e-5)),
+        (RuntimeError, ["batch_norm_elemt", "mean", "[3]"],
+         lambda: torch.batch_norm_elemt(x, None, None, mean[:2], invstd, 1e-5)),
+        (RuntimeError, ["batch_norm_elemt", "weight", "[3]"],
+         lambda: torch.batch_norm_elemt(x, torch.ones(4, device=neuron), None, mean, invstd, 1e-5)),
+        (RuntimeError, ["batch_norm_gather_stats_with_counts", "counts"],
+         lambda: torch.batch_norm_gather_stats_with_counts(x, mean[None], invstd[None], None, None, 0.1, 1e-5,
+                                                           torch.ones(2, device=neuron))),
+        (RuntimeError, ["batch_norm_gather_stats_with_counts", "running_var", "[3]"],
+         lambda: torch.batch_norm_gather_stats_with_counts(x, mean[None], invstd[None], None,
+                                                           torch.ones(2, device=neuron), 0.1, 1e-5,
+                                                           torch.ones(1, device=neuron))),
+        (RuntimeError, ["batch_norm_backward_reduce", "grad_out", "shape"],
+         lambda: torch.batch_norm_backward_reduce(x[:2], x, mean, invstd, None, True, True, True)),
+        (RuntimeError, ["batch_norm_backward_reduce", "same data types"],
+         lambda: torch.batch_norm_backward_reduce(x, x, mean.double(), invstd, None, True, False, False)),
+        (RuntimeError, ["batch_norm_backward_elemt", "count", "int32"],
+         lambda: torch.batch_norm_backward_elemt(x, x, mean, invstd, None, mean, mean, count.float())),
+        (RuntimeError, ["batch_norm_backward_elemt", "sum_dy_xmu", "[3]"],
+         lambda: torch.batch_norm_backward_elemt(x, x, mean, invstd, None, mean, mean[:1], count)),
+        (RuntimeError, ["batch_norm_elemt", "device"],
+         lambda: torch.batch_norm_elemt(x, None, None, mean.cpu(), invstd, 1e-5)),
+    ]
+    for exc, words, fn in cases:
+        with pytest.raises(exc) as err:
+            fn()
+        for w in words:
+            assert w in str(err.value), (words, str(err.value))
+    assert torch_neuronx.get_fallback_ops() == []
+    # a non-floating input takes the visible fallback, where ATen has no kernel (as CUDA, refused)
+    with pytest.raises(NotImplementedError, match="batch_norm_stats"):
+        torch.batch_norm_stats(x.long(), 1e-5)
