@@ -366,6 +366,34 @@ def test_clamp_like_activations_special_values_match_cpu(native, name, fn):
     assert torch.equal(torch.nan_to_num(expected).view(torch.int32), torch.nan_to_num(got).view(torch.int32))
 
 
+# ------------------------------------------------------------------------------ batch norm, channels_last eval
+
+@pytest.mark.parametrize("dims", [2, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_eval_channels_last_matches_cpu(native, dims, dtype, affine):
+    """Evaluation of a channels_last input runs in its own layout (ATen's x * alpha + beta):
+    CPU's values and strides."""
+    import copy
+    bn = (torch.nn.BatchNorm2d if dims == 2 else torch.nn.BatchNorm3d)(5, affine=affine).eval()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.rand(5, generator=g) * 2 - 1)
+        bn.running_var.copy_(torch.rand(5, generator=g) * 1.5 + 0.5)
+        if affine:
+            bn.weight.copy_(torch.rand(5, generator=g) * 4 - 2)
+            bn.bias.copy_(torch.rand(5, generator=g) * 2 - 1)
+    fmt = torch.channels_last if dims == 2 else torch.channels_last_3d
+    x = _r(*((3, 5, 6, 7) if dims == 2 else (2, 5, 3, 4, 6)), seed=4).to(dtype).contiguous(memory_format=fmt)
+    expected = copy.deepcopy(bn).to(dtype)(x)
+    torch_neuronx.clear_op_tracking()
+    got = copy.deepcopy(bn).to(dtype).to(native)(x.to(native))
+    assert got.dtype == expected.dtype and got.stride() == expected.stride()
+    eps = torch.finfo(torch.float32 if dtype == torch.float64 else dtype).eps
+    torch.testing.assert_close(got.cpu(), expected, rtol=4 * eps, atol=4 * eps)
+    assert "aten::addcmul" in torch_neuronx.get_executed_ops()  # the in-layout form, not the NCHW kernel
+
+
 # ------------------------------------------------------------------------------ SyncBatchNorm's ops
 # batch_norm_stats, batch_norm_gather_stats(_with_counts), batch_norm_elemt(.out),
 # batch_norm_backward_reduce, batch_norm_backward_elemt: ATen has CUDA kernels only (no CPU
