@@ -145,13 +145,23 @@ std::optional<at::Tensor> dense(const std::optional<at::Tensor>& t) {
   return t->contiguous();
 }
 
+// The accumulate type of batch norm's statistics: float32 (float64 for float64 inputs).
+at::ScalarType acc_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
+
+// A per-channel vector viewed as (1, C, 1, ...) against an input of `ndim` dims, in dtype `st`.
+at::Tensor per_channel(const at::Tensor& t, int64_t ndim, at::ScalarType st) {
+  std::vector<int64_t> shape(ndim, 1);
+  shape[1] = t.size(0);
+  return t.to(st).reshape(shape);
+}
+
 // Evaluation of a channels_last input: ATen's per-channel affine form, y = x * alpha + beta with
 // alpha = weight * invstd and beta = bias - mean * alpha (in float32), as elementwise ops in the
 // input's own layout, instead of the NCHW kernel between two transposing copies (~10x slower).
 at::Tensor batch_norm_eval_in_layout(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                                      const std::optional<at::Tensor>& bias, const at::Tensor& running_mean,
                                      const at::Tensor& running_var, double eps) {
-  const at::ScalarType st = input.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::ScalarType st = acc_type(input.scalar_type());
   const int64_t C = input.size(1);
   auto param = [&](const std::optional<at::Tensor>& t, double absent) {
     return t && t->defined() ? t->reshape({C}).to(st) : at::full({C}, absent, input.options().dtype(st));
@@ -159,9 +169,8 @@ at::Tensor batch_norm_eval_in_layout(const at::Tensor& input, const std::optiona
   const at::Tensor invstd = (running_var.reshape({C}).to(st) + eps).rsqrt();
   const at::Tensor alpha = param(weight, 1.0) * invstd;
   const at::Tensor beta = param(bias, 0.0) - running_mean.reshape({C}).to(st) * alpha;
-  std::vector<int64_t> shape(input.dim(), 1);
-  shape[1] = C;
-  return at::addcmul(beta.view(shape), input, alpha.view(shape)).to(input.scalar_type());
+  return at::addcmul(per_channel(beta, input.dim(), st), input, per_channel(alpha, input.dim(), st))
+      .to(input.scalar_type());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
@@ -248,8 +257,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
 // ops with CUDA's semantics. Statistics are kept in the accumulate type (float32 for float16,
 // bfloat16 and float32 inputs; float64 for float64); channels are dim 1, any spatial dims.
 
-at::ScalarType acc_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
-
 void check_floating(const char* op, const at::Tensor& t, const char* name) {
   const at::ScalarType st = t.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
@@ -276,13 +283,6 @@ void check_channels(const char* op, const at::Tensor& input, const at::Tensor& t
 }
 void check_channels(const char* op, const at::Tensor& input, const std::optional<at::Tensor>& t, const char* name) {
   if (t && t->defined()) check_channels(op, input, *t, name);
-}
-
-// A per-channel vector viewed as (1, C, 1, ...) against an input of `ndim` dims, in dtype `st`.
-at::Tensor per_channel(const at::Tensor& t, int64_t ndim, at::ScalarType st) {
-  std::vector<int64_t> shape(ndim, 1);
-  shape[1] = t.size(0);
-  return t.to(st).reshape(shape);
 }
 
 std::tuple<at::Tensor, at::Tensor> sync_bn_stats(const at::Tensor& input, double eps) {
@@ -385,11 +385,12 @@ at::Tensor& sync_bn_elemt_out(const at::Tensor& input, const std::optional<at::T
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sync_bn_backward_reduce(
-    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
-    const std::optional<at::Tensor>& weight, bool input_g, bool weight_g, bool bias_g) {
-  const char* op = "aten::batch_norm_backward_reduce";
-  const auto dims = bn_reduce_dims(op, input);
+// The checks of batch_norm_backward_reduce and _elemt: grad_out shaped as the input, per-channel
+// mean and invstd of one dtype, an optional per-channel weight. Returns the dims reduced over.
+std::vector<int64_t> check_bn_backward(const char* op, const at::Tensor& grad_out, const at::Tensor& input,
+                                       const at::Tensor& mean, const at::Tensor& invstd,
+                                       const std::optional<at::Tensor>& weight) {
+  auto dims = bn_reduce_dims(op, input);
   check_same_device(op, input, {&grad_out});
   check_floating(op, grad_out, "grad_out");
   TORCH_CHECK(grad_out.sizes() == input.sizes(), op, ": expected grad_out of the input's shape ", input.sizes(),
@@ -398,6 +399,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sync_bn_backward_redu
   check_channels(op, input, invstd, "invstd");
   TORCH_CHECK(mean.scalar_type() == invstd.scalar_type(), op, ": mean and invstd need to have the same data types");
   check_channels(op, input, weight, "weight");
+  return dims;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sync_bn_backward_reduce(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
+    const std::optional<at::Tensor>& weight, bool input_g, bool weight_g, bool bias_g) {
+  const char* op = "aten::batch_norm_backward_reduce";
+  const auto dims = check_bn_backward(op, grad_out, input, mean, invstd, weight);
   record_native(op);
   c10::DeviceGuard g(input.device());
   const at::ScalarType st = acc_type(input.scalar_type());
@@ -416,15 +425,8 @@ at::Tensor sync_bn_backward_elemt(const at::Tensor& grad_out, const at::Tensor& 
                                      const at::Tensor& invstd, const std::optional<at::Tensor>& weight,
                                      const at::Tensor& sum_dy, const at::Tensor& sum_dy_xmu, const at::Tensor& count) {
   const char* op = "aten::batch_norm_backward_elemt";
-  bn_reduce_dims(op, input);
-  check_same_device(op, input, {&grad_out, &count});
-  check_floating(op, grad_out, "grad_out");
-  TORCH_CHECK(grad_out.sizes() == input.sizes(), op, ": expected grad_out of the input's shape ", input.sizes(),
-              ", got ", grad_out.sizes());
-  check_channels(op, input, mean, "mean");
-  check_channels(op, input, invstd, "invstd");
-  TORCH_CHECK(mean.scalar_type() == invstd.scalar_type(), op, ": mean and invstd need to have the same data types");
-  check_channels(op, input, weight, "weight");
+  check_bn_backward(op, grad_out, input, mean, invstd, weight);
+  check_same_device(op, input, {&count});
   check_channels(op, input, sum_dy, "sum_dy");
   check_channels(op, input, sum_dy_xmu, "sum_dy_xmu");
   // CUDA reads the per-rank element counts as int32

@@ -226,7 +226,6 @@ class SpecializingGraph:
         self.cache = collections.OrderedDict()
         self.count = 0
         self.fake_mode = None
-        self.per_shapes = collections.Counter()  # tensor-shapes key -> lowerings
 
     def __call__(self, *call_args):
         from .executor import _unbox
@@ -239,8 +238,7 @@ class SpecializingGraph:
             fn = self.cache[key] = self._specialise(args)
             if len(self.cache) > self.CACHE_SIZE:
                 self.cache.popitem(last=False)
-            self.per_shapes[shapes] += 1
-            if self.per_shapes[shapes] > self.NUMBER_LOWERINGS_WARNED:
+            if sum(k[0] == shapes for k in self.cache) > self.NUMBER_LOWERINGS_WARNED:
                 # A symbolic Python int is a constant of each lowering (the C is shared, the
                 # lowering is not); a 0-dim tensor is read at run time.
                 _warn_once(("numbers", self.name), f"torch.compile(backend='neuron'): graph {self.name} is lowered "
