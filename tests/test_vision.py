@@ -253,18 +253,23 @@ def test_interpolate_matches_cpu(native, mode, kw):
     _check_fn(lambda t: F.interpolate(t, **args), _image())
 
 
+def _laid_out(x, layout):
+    """The (N, C, H, W) image `x` channels_last, with H and W transposed, or sliced (strided, offset);
+    unchanged for any other layout name."""
+    if layout == "channels_last":
+        return x.contiguous(memory_format=torch.channels_last)
+    if layout == "transposed":
+        return x.transpose(2, 3)
+    if layout == "sliced":
+        return x[:, 1:, ::2, 1::3]
+    return x
+
+
 @pytest.mark.parametrize("layout", ["channels_last", "transposed", "sliced", "expanded"])
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
 def test_interpolate_layouts(native, mode, layout):
     x = _image((2, 4, 8, 10))
-    if layout == "channels_last":
-        x = x.contiguous(memory_format=torch.channels_last)
-    elif layout == "transposed":
-        x = x.transpose(2, 3)
-    elif layout == "sliced":
-        x = x[:, 1:, ::2, 1::3]
-    else:
-        x = x[:1, :1].expand(3, 2, 8, 10)
+    x = x[:1, :1].expand(3, 2, 8, 10) if layout == "expanded" else _laid_out(x, layout)
     kw = dict(size=(11, 7), mode=mode) if mode == "nearest" else dict(scale_factor=1.7, mode=mode, align_corners=False)
     yc, yd = _check_fn(lambda t: F.interpolate(t, **kw), x, grad=layout != "expanded")
     if layout == "channels_last":
@@ -361,16 +366,10 @@ def test_grid_sample_far_outside_and_tiny_images(native, mode):
 
 @pytest.mark.parametrize("layout", ["channels_last", "transposed", "sliced", "grid_planar", "grid_sliced"])
 def test_grid_sample_layouts(native, layout):
-    x, grid = _image((2, 4, 8, 10)), _grid((2, 6, 5, 2))
-    if layout == "channels_last":
-        x = x.contiguous(memory_format=torch.channels_last)
-    elif layout == "transposed":
-        x = x.transpose(2, 3)
-    elif layout == "sliced":
-        x = x[:, 1:, ::2, 1::3]
-    elif layout == "grid_planar":  # a grid from a conv net's (N, 2, H, W) output
+    x, grid = _laid_out(_image((2, 4, 8, 10)), layout), _grid((2, 6, 5, 2))
+    if layout == "grid_planar":  # a grid from a conv net's (N, 2, H, W) output
         grid = _grid((2, 2, 6, 5)).permute(0, 2, 3, 1)
-    else:
+    elif layout == "grid_sliced":
         grid = _grid((2, 7, 12, 3))[:, 1:, ::2, 1:]
     for mode in GS_MODES:
         _check_grid_sample(x, grid, mode=mode, padding_mode="reflection", align_corners=False)
