@@ -45,6 +45,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -219,6 +220,11 @@ class SerialWorker {
     }
     if (thread_.joinable()) thread_.join();
   }
+  // Nothing queued or running (stays so while the caller holds whatever serialises post()).
+  bool idle() {
+    std::lock_guard<std::mutex> g(m_);
+    return queue_.empty() && !running_;
+  }
 
  private:
   void loop() {
@@ -228,15 +234,17 @@ class SerialWorker {
       if (queue_.empty()) return;
       auto fn = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
       lk.unlock();
       fn();
       lk.lock();
+      running_ = false;
     }
   }
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
+  bool stopping_ = false, running_ = false;
   std::thread thread_;
 };
 
@@ -933,7 +941,7 @@ class NeuronBackend : public c10d::Backend {
       d->wait();
       return {};
     };
-    return enqueue_p2p(std::move(job), dst, /*recv=*/false);
+    return enqueue_p2p(std::move(job), dst, /*recv=*/false, tag);
   }
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
@@ -947,7 +955,7 @@ class NeuronBackend : public c10d::Backend {
       receive_payload(t, header[0], src, tag);
       return {};
     };
-    return enqueue_p2p(std::move(job), src, /*recv=*/true);
+    return enqueue_p2p(std::move(job), src, /*recv=*/true, tag);
   }
 
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
@@ -963,7 +971,7 @@ class NeuronBackend : public c10d::Backend {
       receive_payload(t, header[0], *job.source, tag);
       return {};
     };
-    return enqueue_p2p(std::move(job), -1, /*recv=*/true);
+    return enqueue_p2p(std::move(job), -1, /*recv=*/true, tag);
   }
 
  private:
@@ -1245,18 +1253,24 @@ class NeuronBackend : public c10d::Backend {
     });
   }
 
-  // Point-to-point jobs run whole (blocking) on their peer's thread.
-  c10::intrusive_ptr<c10d::Work> enqueue_p2p(Job&& j, int peer, bool recv) {
+  // Point-to-point jobs run whole (blocking) on their (peer, direction, tag) thread.
+  c10::intrusive_ptr<c10d::Work> enqueue_p2p(Job&& j, int peer, bool recv, int tag) {
     auto job = std::make_shared<Job>(std::move(j));
     // A receive from any source reports its source rank after wait(): that wait is the host's.
     auto work = c10::make_intrusive<NeuronWork>(rank_, *job, job->type == OpType::RECVANYSOURCE, 0);
-    // One thread per (peer, direction): messages to or from a peer keep their order, and a
-    // receive waiting for its header never holds up a send (or the collectives).
+    // One thread per (peer, direction, tag): messages of one tag keep their order, and messages
+    // are matched by tag as Gloo and NCCL match them (a receive waiting for tag 2 never holds
+    // up tag 1's, a send blocked until its receive is posted never holds up another tag's).
+    // Threads of tags gone quiet are joined once there are more than kIdleP2PThreads.
     SerialWorker* w;
     {
       std::lock_guard<std::mutex> g(peers_m_);
       TORCH_CHECK(!peers_stopped_, job->name, ": the process group has been destroyed");
-      auto& slot = peers_[{peer, recv}];
+      const PeerKey key{peer, recv, tag};
+      if (peers_.size() >= kIdleP2PThreads && !peers_.count(key))
+        for (auto it = peers_.begin(); it != peers_.end();)
+          it = it->second->idle() ? peers_.erase(it) : std::next(it);  // (post() needs peers_m_)
+      auto& slot = peers_[key];
       if (!slot) slot = std::make_unique<SerialWorker>();
       w = slot.get();
     }
@@ -1517,7 +1531,9 @@ class NeuronBackend : public c10d::Backend {
   SerialWorker completion_, waiter_;
   std::mutex peers_m_;
   bool peers_stopped_ = false;
-  std::map<std::pair<int, bool>, std::unique_ptr<SerialWorker>> peers_;
+  using PeerKey = std::tuple<int, bool, int>;  // (peer rank or -1 for any source, receive, tag)
+  static constexpr size_t kIdleP2PThreads = 16;
+  std::map<PeerKey, std::unique_ptr<SerialWorker>> peers_;
 };
 
 }  // namespace

@@ -365,6 +365,38 @@ def point_to_point():
         same(col, make_input(0, (5,), torch.int32))
         same(other, make_input(1, (5,), torch.int32))
         untouched(md)
+    # matched by tag, not by order (as Gloo and NCCL): a receive for a later tag posted first,
+    # a send for a later tag issued first; one tag's messages arrive in the order sent
+    if RANK == 0:
+        dist.send(make_input(2, (3,), torch.float32).to(DEV), 1, tag=11)  # rank 1 waits for tag 12 first
+        dist.send(make_input(3, (3,), torch.float32).to(DEV), 1, tag=12)
+        sends = [dist.isend(make_input(k, (3,), torch.float32).to(DEV), 1, tag=tag)
+                 for k, tag in ((4, 14), (5, 13), (6, 15), (7, 15))]
+        for w in sends:
+            w.wait()
+    elif RANK == 1:
+        got = {tag: torch.zeros(3, device=DEV) for tag in (11, 12, 13, 14)}
+        for w in [dist.irecv(got[12], 0, tag=12), dist.irecv(got[11], 0, tag=11)]:
+            w.wait()
+        dist.recv(got[13], 0, tag=13)  # rank 0's tag 14 send was issued first
+        dist.recv(got[14], 0, tag=14)
+        first, second = torch.zeros(3, device=DEV), torch.zeros(3, device=DEV)
+        dist.recv(first, 0, tag=15)
+        dist.recv(second, 0, tag=15)
+        for k, tag in ((2, 11), (3, 12), (5, 13), (4, 14)):
+            same(got[tag], make_input(k, (3,), torch.float32))
+        same(first, make_input(6, (3,), torch.float32))
+        same(second, make_input(7, (3,), torch.float32))
+    # many tags (more than the threads kept for quiet tags)
+    many = range(100, 140)
+    if RANK == 0:
+        for tag in many:
+            dist.send(torch.full((2,), float(tag), device=DEV), 1, tag=tag)
+    elif RANK == 1:
+        for tag in many:
+            x = torch.zeros(2, device=DEV)
+            dist.recv(x, 0, tag=tag)
+            same(x, torch.full((2,), float(tag)))
     # batch_isend_irecv (both directions at once)
     send = make_input(RANK + 20, (3, 2), torch.bfloat16).to(DEV)
     recv = torch.zeros(3, 2, dtype=torch.bfloat16, device=DEV)
