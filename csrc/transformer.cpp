@@ -368,7 +368,69 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
   return {dq.to(query.scalar_type()), dk.to(key.scalar_type()), dv.to(value.scalar_type()), dbias};
 }
 
+// ---- under torch.func.vmap: the same op composed of ops that have batching rules
+// PyTorch has no batching rule for the overrideable op, and vmap (of grad, say) reaches it with
+// batched tensors; these kernels of the FuncTorchBatched key compute what the fused kernels
+// compute (a row whose positions are all masked gives zeros and a -inf logsumexp) from matmul,
+// logsumexp and exp, which vmap batches and which run on the device's native kernels.
+
+// Scaled scores QK^T * scale in float32 with the causal mask and the bias applied (-inf where dropped).
+at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& bias, bool causal,
+                  std::optional<double> scale) {
+  const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  at::Tensor s = at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-2, -1)).mul(sc);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (causal)
+    s = s.masked_fill(at::ones({q.size(-2), k.size(-2)}, q.options().dtype(at::kBool)).triu(1), -inf);
+  if (bias.defined())
+    s = bias.scalar_type() == at::kBool ? s.masked_fill(bias.logical_not(), -inf) : s.add(bias.to(at::kFloat));
+  return s;
+}
+
+// softmax rows from the scores and their logsumexp (zeros where the logsumexp is -inf)
+at::Tensor probabilities(const at::Tensor& s, const at::Tensor& lse) {
+  const at::Tensor l = lse.unsqueeze(-1);
+  return s.sub(l).exp().masked_fill(l.isneginf(), 0.0);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
+sdpa_forward_batched(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                     const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal, bool,
+                     std::optional<double> scale) {
+  TORCH_CHECK(dropout_p == 0.0, kSdpa, ": dropout is not supported by the fused kernel (dropout_p must be 0)");
+  const at::Tensor s = scores(query, key, attn_bias.value_or(at::Tensor()), is_causal, scale);
+  const at::Tensor lse = at::logsumexp(s, -1);
+  const at::Tensor out = at::matmul(probabilities(s, lse), value.to(at::kFloat)).to(query.scalar_type());
+  const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
+  return {out, lse, none, none, query.sym_size(-2), key.sym_size(-2), none, none, none};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward_batched(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor&, const at::Tensor& logsumexp,
+    const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, const at::Tensor&,
+    const at::Tensor&, std::optional<double> scale) {
+  TORCH_CHECK(dropout_p == 0.0, kSdpa, "_backward: dropout is not supported by the fused kernel (dropout_p must be 0)");
+  const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  const at::Tensor q = query.to(at::kFloat), k = key.to(at::kFloat), v = value.to(at::kFloat),
+                   go = grad_out.to(at::kFloat);
+  const at::Tensor p = probabilities(scores(query, key, attn_bias, is_causal, scale), logsumexp.to(at::kFloat));
+  const at::Tensor dp = at::matmul(go, v.transpose(-2, -1));
+  const at::Tensor ds = p.mul(dp.sub(p.mul(dp).sum(-1, /*keepdim=*/true)));  // softmax backward
+  const at::Tensor dq = at::matmul(ds, k).mul(sc), dk = at::matmul(ds.transpose(-2, -1), q).mul(sc),
+                   dv = at::matmul(p.transpose(-2, -1), go);
+  at::Tensor dbias;
+  if (grad_input_mask[3] && attn_bias.defined() && at::isFloatingType(attn_bias.scalar_type()))
+    dbias = ds.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
+  return {dq.to(query.scalar_type()), dk.to(key.scalar_type()), dv.to(value.scalar_type()), dbias};
+}
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(aten, FuncTorchBatched, m) {
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(sdpa_forward_batched));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(sdpa_backward_batched));
+}
 
 NEURON_LIBRARY_IMPL(m) {
   m.impl("_nested_tensor_from_mask", TORCH_FN(nested_from_mask));

@@ -60,6 +60,40 @@ def test_fused_attention_matches_cpu(name):
     assert torch_neuronx.get_fallback_ops() == []
 
 
+VMAP_CASES = {n: CASES[n] for n in ("plain", "causal", "scale", "bool mask", "fully masked row")}
+
+
+@pytest.mark.parametrize("name", list(VMAP_CASES))
+def test_fused_attention_under_vmap_matches_cpu(native, name):
+    """torch.func transforms that batch the fused op (vmap, vmap of grad: per-sample gradients,
+    jacrev) give CPU's values: the FuncTorchBatched kernels compose it from batchable ops."""
+    from torch.func import grad, jacrev, vmap
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(4, B, H, L, E, generator=g), torch.randn(4, B, H, S, E, generator=g),
+               torch.randn(4, B, H, S, EV, generator=g))
+    kw = VMAP_CASES[name]
+    weights = torch.arange(B * H * L * EV).reshape(B, H, L, EV).sin()
+
+    def run(device):
+        qd, kd, vd, wd = (t.to(device) for t in (q, k, v, weights))
+        kwd = {n: a.to(device) if isinstance(a, torch.Tensor) else a for n, a in kw.items()}
+        sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kwd)  # noqa: E731
+        loss = lambda q, k, v: (sdpa(q, k, v) * wd).sum()  # noqa: E731
+        out = vmap(sdpa)(qd, kd, vd)
+        grads = vmap(grad(loss, argnums=(0, 1, 2)))(qd, kd, vd)
+        jac = jacrev(lambda q: sdpa(q, kd[0], vd[0])[0, 0, 0])(qd[0])
+        return [t.cpu() for t in (out, *grads, jac)]
+
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        expected = run("cpu")
+    torch_neuronx.clear_op_tracking()
+    actual = run(native)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=2e-6, equal_nan=True)
+    ops = torch_neuronx.get_executed_op_counts()
+    assert "aten::bmm" in ops and "aten::logsumexp" in ops  # the composition ran on the device
+
+
 def test_fused_op_called_directly_differentiates_its_float_mask(native):
     """F.scaled_dot_product_attention sends a mask that requires grad to the math path; the
     fused op itself still returns the mask's gradient (grad_input_mask[3]) as the math path does."""

@@ -869,25 +869,53 @@ def test_fallback_env_variable():
     assert "OK" in proc.stdout
 
 
-def test_new_python_int_values_are_lowered_again_with_a_warning(neuron):
-    """A symbolic Python int is a constant of each lowering: each new value is lowered again
-    (equal to eager) and a warning names the remedy; as a 0-dim tensor it is read at run time."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
+def test_python_int_arguments_are_read_at_run_time(native, dtype):
+    """A symbolic Python int that only scales or shifts tensor values (through integer arithmetic)
+    becomes a 0-dim int64 input read at run time: one lowering for every value, CPU's values and
+    dtypes (a 0-dim int64 or int32 tensor beside it included), gradients too."""
+    fns = [(lambda x, n: (x * 2 + n).sum() + (x.shape[0] * n), True),
+           (lambda x, n: x.add(n) + torch.mul(x, n // 2) - (-n % 3) * x, True),
+           (lambda x, n: x / n + x // (n + 1) + x[0, 0].long() * n, True),
+           # beside a 0-dim int32 tensor an int64 one would promote: n stays a Python int
+           (lambda x, n: x[0, 0].int() * n + x, False)]
+    x = (torch.arange(12) - 4).reshape(3, 4).to(dtype)
+    for fn, at_run_time in fns:
+        f = torch.compile(fn, backend="neuron")
+        torch_neuronx.reset_dynamo_metrics()
+        for n in [1, 2, 3, -4, 7, 2**40]:
+            got = f(x.to(native), n)
+            want = fn(x, n)
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got.cpu(), want)
+        # the first value is a constant (Dynamo specialises it), the second makes it symbolic
+        assert (len(torch_neuronx.get_dynamo_metrics()) == 2) == at_run_time
+    if dtype is torch.float32:
+        w = torch.randn(5, requires_grad=True)
+        wn = w.detach().to(native).requires_grad_()
+        f = torch.compile(lambda w, n: (w * n - n // 3).pow(2).sum(), backend="neuron")
+        for n in range(1, 6):
+            wn.grad = w.grad = None
+            f(wn, n).backward()
+            (w * n - n // 3).pow(2).sum().backward()
+            torch.testing.assert_close(wn.grad.cpu(), w.grad)
+
+
+def test_python_int_parameters_are_lowered_again_with_a_warning(neuron):
+    """A symbolic Python int that is an op's int parameter (a shift, a dim, a size) is a constant
+    of each lowering: each new value is lowered again (equal to eager) and a warning names the
+    remedy; as a 0-dim tensor operand a value is read at run time."""
     import warnings
-    f = torch.compile(lambda x, n: (x * 2 + n).sum(), backend="neuron")
-    x = torch.ones(1000, device=neuron)
+    f = torch.compile(lambda x, n: (x.roll(n) * torch.arange(10, device=x.device)).sum(), backend="neuron")
+    x = torch.arange(10., device=neuron)
     torch_neuronx.reset_dynamo_metrics()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         for n in range(8):
-            assert f(x, n).item() == 2000 + 1000 * n
+            assert f(x, n).item() == (torch.arange(10.).roll(n) * torch.arange(10)).sum().item()
     assert sum("for each new value of a Python int argument" in str(m.message) for m in w) == 1
     # the static first graph, the symbolic second one, and a lowering per later value
     assert len(torch_neuronx.get_dynamo_metrics()) == 2 + 7
-    g = torch.compile(lambda x, n: (x * 2 + n).sum(), backend="neuron")
-    torch_neuronx.reset_dynamo_metrics()
-    for n in range(8):
-        assert g(x, torch.tensor(n)).item() == 2000 + 1000 * n
-    assert len(torch_neuronx.get_dynamo_metrics()) == 1
 
 
 def test_float64_graph_warns_as_eager():

@@ -10,6 +10,7 @@ ignored.
 from __future__ import annotations
 
 import collections
+import operator
 import os
 import time
 import warnings
@@ -89,6 +90,81 @@ def _has_neuron_tensors(gm: torch.fx.GraphModule, example_inputs=()) -> bool:
         if any(on_neuron(v) for v in tree_leaves(val)):
             return True
     return False
+
+
+# Integer arithmetic that gives the same value on Python ints and on 0-dim int64 tensors
+# (floor division and modulo round toward -inf in both), and tensor ops whose result is the same
+# for a Python int operand and a 0-dim int64 one (type promotion treats both as a scalar).
+_INT_ARITH = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg}
+_SCALAR_OPERAND = {operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+                   torch.add, torch.sub, torch.mul, torch.div, torch.true_divide, torch.floor_divide,
+                   torch.remainder, "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder",
+                   "add_", "sub_", "mul_", "div_"}
+
+
+def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> list:
+    """Makes the symbolic Python ``int`` inputs of a Dynamo graph that only scale or shift tensor
+    values (``x * n``, ``x + n // 2``; never a size, a dim or an op's int parameter) 0-dim int64
+    tensor inputs, so one lowering serves every value (a tensor is read at run time; a Python int
+    is a constant of the lowering). Their integer arithmetic (+, -, *, //, %, unary -) becomes
+    tensor arithmetic, which gives the same values; type promotion treats a 0-dim tensor like the
+    int it replaces, except beside a 0-dim integer tensor (then the input is left an int).
+    Rewrites `gm` and `example_inputs` in place; returns the positions of the rewritten inputs
+    (their values are wrapped in ``torch.tensor(n)`` at each call)."""
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+    from torch.utils._pytree import tree_leaves
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        return []
+    val = lambda n: n.meta.get("example_value") if isinstance(n, torch.fx.Node) else n  # noqa: E731
+    in_shapes = set()  # symbols of any tensor's sizes, strides or offset
+    for n in gm.graph.nodes:
+        for v in tree_leaves(val(n)):
+            if isinstance(v, torch.Tensor):
+                in_shapes |= free_symbols((*v.shape, *v.stride(), v.storage_offset()))
+
+    def scalar_operand(user, node):  # `node` is an operand of a tensor op that treats it as a scalar
+        if user.target not in _SCALAR_OPERAND or node in user.kwargs.values():
+            return False
+        others = [val(a) for a in user.args if a is not node]
+        tensors = [t for t in others if isinstance(t, torch.Tensor)]
+        # a 0-dim int32 (say) tensor beside a 0-dim int64 one would promote to int64, not beside an int
+        return len(tensors) == 1 and (tensors[0].dim() > 0 or tensors[0].dtype in (torch.int64, torch.bool)
+                                      or tensors[0].is_floating_point() or tensors[0].is_complex())
+
+    def rewritable(node, seen):  # every use of an int value scales or shifts tensors, through int arithmetic
+        seen.add(node)
+        for user in node.users:
+            if user.target in _INT_ARITH and isinstance(val(user), torch.SymInt) and user.op == "call_function":
+                # with int literals or values of this same input only
+                if not all(a in seen or type(a) is int for a in user.args if a is not node) or user.kwargs:
+                    return False
+                if user not in seen and not rewritable(user, seen):
+                    return False
+            elif not scalar_operand(user, node) or not isinstance(val(user), torch.Tensor):
+                return False
+        return True
+
+    rewritten = []
+    for i, (node, ex) in enumerate(zip(placeholders, example_inputs)):
+        if not isinstance(ex, torch.SymInt) or free_symbols(ex) & in_shapes:
+            continue
+        ints = set()
+        if not rewritable(node, ints):
+            continue
+        fake_mode = torch._guards.detect_fake_mode(example_inputs)
+        if fake_mode is None:
+            return rewritten
+        with fake_mode:
+            fake = torch.empty((), dtype=torch.int64)
+        example_inputs[i] = fake
+        for n in ints:  # the graph's own tracing values of the new tensors
+            n.meta["example_value"] = fake
+        rewritten.append(i)
+    if rewritten:
+        gm.recompile()
+    return rewritten
 
 
 def _data_dependent(gm: torch.fx.GraphModule) -> bool:
@@ -386,6 +462,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         compiler._eagerly(gm, rec, _NOT_OURS)
         return gm.forward
     mark = metrics.frame_start()
+    ints = _ints_as_tensors(gm, example_inputs) if any(isinstance(v, torch.SymInt) for v in example_inputs) else []
     fn = aot_autograd(
         fw_compiler=lambda g, ex: compiler(g, ex, "forward"),
         bw_compiler=lambda g, ex: compiler(g, ex, "backward"),
@@ -398,7 +475,16 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
     metrics.frame_end(mark)
-    return fn
+    return _with_int_tensors(fn, ints) if ints else fn
 
 
-__all__ = ["neuron_backend", "has_native_kernel"]
+def _with_int_tensors(fn, positions):
+    """`fn` (Dynamo's calling convention: unboxed) called with the Python ints at `positions` as
+    0-dim int64 CPU tensors."""
+    def call(*args):
+        args = list(args)
+        for i in positions:
+            args[i] = torch.tensor(args[i], dtype=torch.int64, device="cpu")
+        return fn(*args)
+
+    return call
