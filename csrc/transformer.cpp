@@ -229,23 +229,40 @@ constexpr const char* kSdpa = "aten::_scaled_dot_product_fused_attention_overrid
 
 // (Sizes are compared as SymInts: under torch.compile's dynamic shapes this runs on fake
 // tensors, and reading a plain size would specialise the graph to it.)
-// The fused kernel serves 4-D (batch, heads, length, dim) floating inputs with equal batch
-// and head counts and no dropout; anything else takes PyTorch's math path (a composition of
-// native ops, which covers dropout, grouped-query heads and float64). So does an attn_mask that
-// requires grad (a learned bias), as on CPU: the fused backward recomputes the probabilities
-// from the saved logsumexp, which loses them in rows whose logits are all huge negatives.
+// The fused kernel runs where CPU's backend choice runs its fused (flash) kernel, and PyTorch's
+// math path (a composition of native ops) where CPU's runs math: the two kernels compute the
+// same values except in rows whose logits are all huge finite negatives (a finfo.min padding
+// mask), whose gradients both fused kernels rebuild from a logsumexp float32 cannot hold there
+// (too large by up to the key length), so each input gets CPU's values by taking CPU's path.
+// Fused: 4-D float32/bfloat16/float16 inputs (float64 computes through float32: math), no
+// dropout, equal batch sizes, equal head counts or (enable_gqa) key/value heads dividing the
+// query's, one head dim for query, key and value, non-empty lengths, unit last-dim strides, and
+// an attn_mask that does not require grad (a learned bias) and is 2-D or 4-D with its leading
+// dims 1 or the batch's and heads' (sdp_utils_cpp's use_flash_attention_cpp gates).
+bool cpu_flash_mask(const at::Tensor& q, const at::Tensor& k, const std::optional<at::Tensor>& mask) {
+  if (!mask || !mask->defined()) return true;
+  const at::Tensor& m = *mask;
+  if (m.device() != q.device() || m.requires_grad() || (m.dim() != 2 && m.dim() != 4)) return false;
+  if ((m.sym_size(-2) != q.sym_size(2) && m.sym_size(-2) != 1) || (m.sym_size(-1) != k.sym_size(2) && m.sym_size(-1) != 1))
+    return false;
+  return m.dim() == 2 || ((m.sym_size(0) == 1 || m.sym_size(0) == q.sym_size(0)) &&
+                          (m.sym_size(1) == 1 || m.sym_size(1) == q.sym_size(1)));
+}
+
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const std::optional<at::Tensor>& mask, double dropout_p, bool, std::optional<double>,
-                         bool) {
+                         bool enable_gqa) {
   const auto dt = q.scalar_type();
-  const bool fused = at::globalContext().userEnabledOverrideableSDP() && dropout_p == 0.0 && q.dim() == 4 &&
-                     k.dim() == 4 && v.dim() == 4 && !q.is_nested() && !k.is_nested() && !v.is_nested() &&
-                     (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf) && k.scalar_type() == dt &&
-                     v.scalar_type() == dt && k.sym_size(0) == q.sym_size(0) && v.sym_size(0) == q.sym_size(0) &&
-                     k.sym_size(1) == q.sym_size(1) && v.sym_size(1) == q.sym_size(1) &&
-                     k.sym_size(3) == q.sym_size(3) && v.sym_size(2) == k.sym_size(2) && q.device() == k.device() &&
-                     q.device() == v.device() &&
-                     (!mask || !mask->defined() || (mask->device() == q.device() && !mask->requires_grad()));
+  const auto dense4 = [&](const at::Tensor& t) { return t.dim() == 4 && !t.is_nested() && t.scalar_type() == dt; };
+  const bool fused = at::globalContext().userEnabledOverrideableSDP() && dropout_p == 0.0 && dense4(q) &&
+                     dense4(k) && dense4(v) && (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf) &&
+                     q.device() == k.device() && q.device() == v.device() && k.sym_size(0) == q.sym_size(0) &&
+                     v.sym_size(0) == q.sym_size(0) && v.sym_size(1) == k.sym_size(1) &&
+                     (k.sym_size(1) == q.sym_size(1) ||  // grouped-query attention: the kernel's groups
+                      (enable_gqa && k.sym_size(1) > 0 && q.sym_size(1) % k.sym_size(1) == 0)) &&
+                     k.sym_size(3) == q.sym_size(3) && v.sym_size(3) == q.sym_size(3) &&
+                     v.sym_size(2) == k.sym_size(2) && q.sym_size(2) > 0 && k.sym_size(2) > 0 &&
+                     q.sym_stride(3) == 1 && k.sym_stride(3) == 1 && v.sym_stride(3) == 1 && cpu_flash_mask(q, k, mask);
   return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 
@@ -307,11 +324,26 @@ vnc_attention attention_args(const at::Tensor& q, const at::Tensor& k, const at:
   a.scale = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(a.E));
   a.causal = causal;
   a.q = operand(q), a.k = operand(k), a.v = operand(v);
+  a.group = a.H / std::max<int64_t>(k.size(1), 1);
   if (bias.defined()) {
     a.bias = static_cast<const float*>(element_ptr(bias));
     for (int d = 0; d < 4; d++) a.bias_strides[d] = bias.stride(d);
   }
   return a;
+}
+
+// Key and value heads: as many as the query's, or (grouped-query attention) a divisor of them.
+void check_heads(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  TORCH_CHECK_VALUE(k.size(1) == v.size(1) && k.size(1) > 0 && q.size(1) % k.size(1) == 0, op, ": query has ",
+                    q.size(1), " heads, key ", k.size(1), " and value ", v.size(1),
+                    "; key and value need the same number of heads, which must divide the query's");
+}
+
+// dk or dv of grouped-query attention: the kernel's per-query-head gradient `full` ([B, H, S, E])
+// summed over each group of query heads into `into` ([B, H / G, S, E]).
+void sum_groups(at::Tensor& into, const at::Tensor& full) {
+  const int64_t kv = into.size(1);
+  at::sum_out(into, full.view({full.size(0), kv, full.size(1) / kv, full.size(2), full.size(3)}), {2});
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
@@ -320,6 +352,7 @@ sdpa_forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& v
   TORCH_CHECK(dropout_p == 0.0, kSdpa, ": dropout is not supported by the fused kernel (dropout_p must be 0)");
   TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4, kSdpa,
               ": expected 4-D (batch, heads, length, dim) query, key and value");
+  check_heads(kSdpa, query, key, value);
   const at::Tensor mask = attn_bias.value_or(at::Tensor());
   check_same_device(kSdpa, query, {&key, &value, &mask});
   record_native(kSdpa);
@@ -346,13 +379,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
   constexpr const char* name = "aten::_scaled_dot_product_fused_attention_overrideable_backward";
   TORCH_CHECK(dropout_p == 0.0, name, ": dropout is not supported by the fused kernel (dropout_p must be 0)");
   check_same_device(name, query, {&grad_out, &key, &value, &attn_bias, &out, &logsumexp});
+  check_heads(name, query, key, value);
   record_native(name);
   const at::Tensor q = f32_rows(query), k = f32_rows(key), v = f32_rows(value);
   const at::Tensor go = f32_rows(grad_out), o = f32_rows(out), lse = logsumexp.to(at::kFloat).contiguous();
   const at::Tensor bias = bias_of(attn_bias, q.size(0), q.size(1), q.size(2), k.size(2));
   at::Tensor dq = float_like(query, query.sizes()), dk = float_like(key, key.sizes()),
              dv = float_like(value, value.sizes()), dbias;
-  const at::Tensor dq_rows = rows_of(dq), dk_rows = rows_of(dk), dv_rows = rows_of(dv);
+  const bool grouped = key.size(1) != query.size(1);  // the kernel writes per query head
+  const at::Tensor dq_rows = rows_of(dq),
+                   dk_rows = grouped ? at::empty({q.size(0), q.size(1), k.size(2), k.size(3)}, q.options()) : rows_of(dk),
+                   dv_rows = grouped ? at::empty({q.size(0), q.size(1), v.size(2), v.size(3)}, q.options()) : rows_of(dv);
   const bool want_dbias = grad_input_mask[3] && attn_bias.defined() && at::isFloatingType(attn_bias.scalar_type());
   if (want_dbias) dbias = at::empty({q.size(0), q.size(1), q.size(2), k.size(2)}, q.options());
   const vnc_attention a = attention_args(q, k, v, bias, is_causal, scale);
@@ -362,8 +399,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
   check(vnc_attention_backward(stream_of(q), name, &a, &gop, &oop, lse.data_ptr<float>(), &dqo, &dko, &dvo,
                                want_dbias ? dbias.data_ptr<float>() : nullptr));
   written_back(dq, dq_rows);
-  written_back(dk, dk_rows);
-  written_back(dv, dv_rows);
+  if (grouped) {
+    sum_groups(dk, dk_rows);
+    sum_groups(dv, dv_rows);
+  } else {
+    written_back(dk, dk_rows);
+    written_back(dv, dv_rows);
+  }
   if (want_dbias) dbias = dbias.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
   return {dq.to(query.scalar_type()), dk.to(key.scalar_type()), dv.to(value.scalar_type()), dbias};
 }
@@ -374,11 +416,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
 // compute (a row whose positions are all masked gives zeros and a -inf logsumexp) from matmul,
 // logsumexp and exp, which vmap batches and which run on the device's native kernels.
 
+// Key or value with one head per query head (grouped-query attention repeats each G times).
+at::Tensor per_query_head(const at::Tensor& kv, const at::Tensor& q) {
+  return kv.size(-3) == q.size(-3) ? kv : kv.repeat_interleave(q.size(-3) / kv.size(-3), -3);
+}
+
+// A gradient per query head summed over each group into the key's or value's heads.
+at::Tensor per_kv_head(const at::Tensor& g, const at::Tensor& kv) {
+  return kv.size(-3) == g.size(-3) ? g : g.unflatten(-3, {kv.size(-3), g.size(-3) / kv.size(-3)}).sum(-3);
+}
+
 // Scaled scores QK^T * scale in float32 with the causal mask and the bias applied (-inf where dropped).
 at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& bias, bool causal,
                   std::optional<double> scale) {
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  at::Tensor s = at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-2, -1)).mul(sc);
+  at::Tensor s = at::matmul(q.to(at::kFloat), per_query_head(k, q).to(at::kFloat).transpose(-2, -1)).mul(sc);
   const double inf = std::numeric_limits<double>::infinity();
   if (causal)
     s = s.masked_fill(at::ones({q.size(-2), k.size(-2)}, q.options().dtype(at::kBool)).triu(1), -inf);
@@ -400,7 +452,8 @@ sdpa_forward_batched(const at::Tensor& query, const at::Tensor& key, const at::T
   TORCH_CHECK(dropout_p == 0.0, kSdpa, ": dropout is not supported by the fused kernel (dropout_p must be 0)");
   const at::Tensor s = scores(query, key, attn_bias.value_or(at::Tensor()), is_causal, scale);
   const at::Tensor lse = at::logsumexp(s, -1);
-  const at::Tensor out = at::matmul(probabilities(s, lse), value.to(at::kFloat)).to(query.scalar_type());
+  const at::Tensor out = at::matmul(probabilities(s, lse), per_query_head(value, query).to(at::kFloat))
+                             .to(query.scalar_type());
   const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
   return {out, lse, none, none, query.sym_size(-2), key.sym_size(-2), none, none, none};
 }
@@ -412,13 +465,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward_batched
     const at::Tensor&, std::optional<double> scale) {
   TORCH_CHECK(dropout_p == 0.0, kSdpa, "_backward: dropout is not supported by the fused kernel (dropout_p must be 0)");
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
-  const at::Tensor q = query.to(at::kFloat), k = key.to(at::kFloat), v = value.to(at::kFloat),
-                   go = grad_out.to(at::kFloat);
+  const at::Tensor q = query.to(at::kFloat), k = per_query_head(key, query).to(at::kFloat),
+                   v = per_query_head(value, query).to(at::kFloat), go = grad_out.to(at::kFloat);
   const at::Tensor p = probabilities(scores(query, key, attn_bias, is_causal, scale), logsumexp.to(at::kFloat));
   const at::Tensor dp = at::matmul(go, v.transpose(-2, -1));
   const at::Tensor ds = p.mul(dp.sub(p.mul(dp).sum(-1, /*keepdim=*/true)));  // softmax backward
-  const at::Tensor dq = at::matmul(ds, k).mul(sc), dk = at::matmul(ds.transpose(-2, -1), q).mul(sc),
-                   dv = at::matmul(p.transpose(-2, -1), go);
+  const at::Tensor dq = at::matmul(ds, k).mul(sc), dk = per_kv_head(at::matmul(ds.transpose(-2, -1), q).mul(sc), key),
+                   dv = per_kv_head(at::matmul(p.transpose(-2, -1), go), value);
   at::Tensor dbias;
   if (grad_input_mask[3] && attn_bias.defined() && at::isFloatingType(attn_bias.scalar_type()))
     dbias = ds.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());

@@ -6,11 +6,13 @@ import torch
 import torch_neuronx
 
 F = torch.nn.functional
-B, H, L, S, E, EV = 2, 3, 7, 9, 8, 5
+B, H, L, S, E, EV = 2, 3, 7, 9, 8, 8
 
 
-def _run(device, q, k, v, mask_grad=True, **kw):
-    """Output and gradients of SDPA (a float attn_mask requires grad when mask_grad)."""
+def _run(device, q, k, v, mask_grad=True, direct=False, **kw):
+    """Output and gradients of SDPA (a float attn_mask requires grad when mask_grad); with
+    `direct`, neuron calls the fused op itself (which PyTorch's SDPA picks for fewer inputs than
+    the kernel serves, e.g. only one head dim for query and value, as CPU's choice)."""
     q, k, v = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
     kw = {n: (a.detach().to(device) if isinstance(a, torch.Tensor) else a) for n, a in kw.items()}
     if isinstance(kw.get("attn_mask"), torch.Tensor) and kw["attn_mask"].is_floating_point():
@@ -19,6 +21,9 @@ def _run(device, q, k, v, mask_grad=True, **kw):
         from torch.nn.attention import SDPBackend, sdpa_kernel
         with sdpa_kernel(SDPBackend.MATH):
             out = F.scaled_dot_product_attention(q, k, v, **kw)
+    elif direct:
+        out = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+            q, k, v, kw.get("attn_mask"), is_causal=kw.get("is_causal", False), scale=kw.get("scale"))[0]
     else:
         out = F.scaled_dot_product_attention(q, k, v, **kw)
     weights = torch.arange(out.numel(), dtype=out.dtype).reshape(out.shape).sin().to(device)
@@ -110,17 +115,52 @@ def test_fused_op_called_directly_differentiates_its_float_mask(native):
     assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in torch_neuronx.get_executed_op_counts()
 
 
-def test_dropout_and_grouped_query_take_the_native_math_path():
+def test_dropout_takes_the_native_math_path():
     q = torch.randn(1, 4, 5, 8, device="neuron")
-    kv = torch.randn(1, 2, 5, 8, device="neuron")
     torch_neuronx.clear_op_tracking()
-    out = F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
-    expected = F.scaled_dot_product_attention(q.cpu(), kv.cpu(), kv.cpu(), enable_gqa=True)
-    torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-6)
     F.scaled_dot_product_attention(q, q, q, dropout_p=0.5).cpu()
     ops = torch_neuronx.get_executed_op_counts()
     assert "aten::_scaled_dot_product_fused_attention_overrideable" not in ops
     assert torch_neuronx.get_fallback_ops() == []
+
+
+GQA_MASKS = {
+    "none": {},
+    "causal": dict(is_causal=True),
+    "bool mask": dict(attn_mask=torch.rand(L, S, generator=torch.Generator().manual_seed(4)) > 0.3),
+    # a padding row masked with finfo.min (not requiring grad): CPU's flash kernel, which CPU runs
+    # for grouped queries, rebuilds that row's probabilities from its logsumexp, as ours does
+    "finfo.min row": dict(attn_mask=torch.zeros(1, 1, L, S).index_fill_(2, torch.tensor([0, 3]),
+                                                                        torch.finfo(torch.float32).min)),
+}
+
+
+@pytest.mark.parametrize("name", list(GQA_MASKS))
+def test_grouped_query_attention_runs_the_fused_kernel_as_cpu(native, name):
+    """enable_gqa=True with fewer key/value heads: the fused kernel (query head h reads key/value
+    head h / G; dk and dv summed over each group), CPU's values and gradients (CPU's default
+    backend choice), and the key/value head count checked."""
+    g = torch.Generator().manual_seed(6)
+    q, k, v = torch.randn(B, 6, L, E, generator=g), torch.randn(B, 2, S, E, generator=g), torch.randn(B, 2, S, EV, generator=g)
+    weights = torch.arange(B * 6 * L * EV).reshape(B, 6, L, EV).sin()
+
+    def run(device):
+        qd, kd, vd = (t.detach().to(device).requires_grad_() for t in (q, k, v))
+        kw = {n: a.to(device) if isinstance(a, torch.Tensor) else a for n, a in GQA_MASKS[name].items()}
+        out = F.scaled_dot_product_attention(qd, kd, vd, enable_gqa=True, **kw)
+        (out * weights.to(device)).sum().backward()
+        return [t.detach().cpu() for t in (out, qd.grad, kd.grad, vd.grad)]
+
+    expected = run("cpu")
+    torch_neuronx.clear_op_tracking()
+    for a, e in zip(run(native), expected):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+    ops = torch_neuronx.get_executed_op_counts()
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" in ops
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops
+    with pytest.raises(ValueError, match="must divide the query's"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q.to(native), k[:, :1].expand(B, 4, S, E).to(native),
+                                                                        v.to(native))
 
 
 def test_sdpa_dropout_drops_at_the_rate_scales_and_is_seeded():
@@ -153,6 +193,25 @@ def test_sdpa_kernel_context_selects_the_math_path():
     assert "aten::_scaled_dot_product_fused_attention_overrideable" not in torch_neuronx.get_executed_op_counts()
 
 
+def test_backend_choice_is_cpus():
+    """SDPA runs the fused kernel exactly where CPU runs its fused (flash) kernel and the math
+    path where CPU runs math, so each input gets CPU's values, also in rows masked with finfo.min
+    (where the fused kernels' gradients differ from math's)."""
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    cases = [((q, k, v, None), {}), ((q, k, torch.randn(2, 4, 6, 5), None), {}),
+             ((q, k, v, torch.randn(5, 6)), {}), ((q, k, v, torch.randn(4, 5, 6)), {}),
+             ((q, k, v, torch.randn(2, 1, 5, 6)), {}), ((q, k, v, torch.randn(1, 4, 1, 6)), {}),
+             ((q, k, v, torch.randn(2, 1, 5, 6).requires_grad_()), {}),
+             ((q, k[:, :2], v[:, :2], None), dict(enable_gqa=True)), ((q, k[:, :3], v[:, :3], None), dict(enable_gqa=True)),
+             ((q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v, None), {}),
+             ((q[:, :, :0], k, v, None), {}), ((q, k, v, None), dict(dropout_p=0.5))]
+    for args, kw in cases:
+        on_cpu = torch._fused_sdp_choice(*args, **kw)
+        on_neuron = torch._fused_sdp_choice(*(a.detach().to("neuron").requires_grad_(a.requires_grad)
+                                              if a is not None else None for a in args), **kw)
+        assert (on_cpu == 0) == (on_neuron == 0), ([a.shape for a in args if a is not None], kw, on_cpu, on_neuron)
+
+
 @pytest.mark.parametrize("L,S,E,EV,causal", [(40, 20, 17, 33, True), (5, 33, 1, 16, False), (33, 70, 32, 3, True),
                                              (130, 140, 8, 8, True), (16, 16, 16, 16, False)])
 def test_fused_attention_shapes(L, S, E, EV, causal):
@@ -161,6 +220,7 @@ def test_fused_attention_shapes(L, S, E, EV, causal):
     g = torch.Generator().manual_seed(L * S)
     q, k, v = torch.randn(2, 3, L, E, generator=g), torch.randn(2, 3, S, E, generator=g), torch.randn(2, 3, S, EV, generator=g)
     kw = dict(is_causal=True) if causal else dict(attn_mask=torch.randn(2, 1, L, S, generator=g), mask_grad=False)
+    kw["direct"] = E != EV
     torch_neuronx.clear_op_tracking()
     expected, actual = _run("cpu", q, k, v, **kw), _run("neuron", q, k, v, **kw)
     for a, e in zip(actual, expected):

@@ -627,8 +627,11 @@ def _bias_ref(lw, bias, q_size, k_size):
     return rb
 
 
-def _sdpa_ok(*refs) -> bool:
-    return all(r.dtype == torch.float32 and len(r.size) == 4 and _rows_ok(r.size, r.stride) for r in refs)
+def _sdpa_ok(rq, rk, *refs) -> bool:
+    """float32 4-D operands whose rows the kernel reads in place, as many key as query heads
+    (grouped-query attention runs eager's kernel, which sums the key/value gradient groups)."""
+    return rk.size[1] == rq.size[1] and all(
+        r.dtype == torch.float32 and len(r.size) == 4 and _rows_ok(r.size, r.stride) for r in (rq, rk, *refs))
 
 
 def _sdpa(lw, node) -> bool:
@@ -690,7 +693,7 @@ def _sdpa_backward(lw, node) -> bool:
     scale = node.kwargs.get("scale", a[16])
     metas = node.meta["val"]
     rgo, rq, rk, rv, ro, rl = (lw.ref(x) for x in (go, q, k, v, out, lse))
-    if dropout or not _sdpa_ok(rgo, rq, rk, rv, ro) or rl.dtype != torch.float32 or \
+    if dropout or not _sdpa_ok(rq, rk, rv, rgo, ro) or rl.dtype != torch.float32 or \
             not rl.is_contiguous() or any(not _rows_ok(tuple(m.shape), m.stride()) for m in metas[:3]):
         return False
     rb = _bias_ref(lw, bias, rq.size, rk.size)

@@ -25,6 +25,12 @@ static float *rows(const vnc_attn_operand *x, int64_t H, int64_t p) {
   return x->data + (p / H) * x->batch_stride + (p % H) * x->head_stride;
 }
 
+/* Rows of key or value operand x that pair p reads: head h / G under grouped-query attention. */
+static const float *kv_rows(const vnc_attn_operand *x, const vnc_attention *a, int64_t p) {
+  const int64_t g = a->group > 1 ? a->group : 1;
+  return x->data + (p / a->H) * x->batch_stride + (p % a->H) / g * x->head_stride;
+}
+
 static int64_t pad(int64_t n) { return (n + VNC_MM_COLS - 1) / VNC_MM_COLS * VNC_MM_COLS; }
 
 /* dst [n][ldd] = src's rows (row stride ld, m columns), zero beyond column m. */
@@ -82,7 +88,7 @@ static void product_to(float *dst, int64_t ld, float scale, float *tmp, const fl
 /* st [S][Lp] = K Q^T (qt: Q^T [E][Lp]), then the softmax passes of `mode` (vnc_attn_rows). */
 static void scores(const vnc_attention *a, int64_t p, const float *qt, float *st, int mode, float *lse, float *scratch) {
   const int64_t Lp = pad(a->L);
-  product(st, Lp, rows(&a->k, a->H, p), a->k.row_stride, 1, qt, Lp, a->S, Lp, a->E,
+  product(st, Lp, kv_rows(&a->k, a, p), a->k.row_stride, 1, qt, Lp, a->S, Lp, a->E,
           a->causal ? VNC_MM_C_GE_R : VNC_MM_FULL);
   vnc_attn_rows r = {.mode = mode, .causal = a->causal, .s = st, .ld = Lp, .L = a->L, .S = a->S,
                      .scale = (float)a->scale, .lse = lse, .scratch = scratch};
@@ -118,7 +124,7 @@ static void forward_pairs(void *ctx, int64_t p0, int64_t p1) {
     }
     int64_t ldv;
     transpose_padded(qt, Lp, rows(&a->q, H, p), a->q.row_stride, L, E);
-    const float *vb = operand_b(rows(&a->v, H, p), a->v.row_stride, S, Ev, vp, &ldv);
+    const float *vb = operand_b(kv_rows(&a->v, a, p), a->v.row_stride, S, Ev, vp, &ldv);
     scores(a, p, qt, st, VNC_ATTN_SOFTMAX, t->lse_out + p * L, scratch);
     product_to(o, t->out.row_stride, 1.0f, ot, st, 1, Lp, vb, ldv, L, Ev, S,
                a->causal ? VNC_MM_T_LE_R : VNC_MM_FULL); /* O = P V */
@@ -145,7 +151,7 @@ static void backward_pairs(void *ctx, int64_t p0, int64_t p1) {
       for (int64_t j = 0; j < S; j++) memset(dv + j * t->dv.row_stride, 0, sizeof(float) * (size_t)Ev);
       continue;
     }
-    const float *q = rows(&a->q, H, p), *k = rows(&a->k, H, p), *v = rows(&a->v, H, p);
+    const float *q = rows(&a->q, H, p), *k = kv_rows(&a->k, a, p), *v = kv_rows(&a->v, a, p);
     int64_t ldq, ldk, lddo;
     transpose_padded(qt, Lp, q, a->q.row_stride, L, E);
     transpose_padded(dot, Lp, dout, ldo, L, Ev);
@@ -184,6 +190,9 @@ static vnc_status attn_run(void *payload) {
 static vnc_status check_shape(const char *op, const vnc_attention *a) {
   if (a->B < 0 || a->H < 0 || a->L < 0 || a->S < 0 || a->E < 0 || a->Ev < 0)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: negative size", op);
+  if (a->group < 0 || (a->group > 1 && a->H % a->group))
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: %lld query heads do not split into groups of %lld", op,
+                         (long long)a->H, (long long)a->group);
   return VNC_OK;
 }
 
