@@ -924,6 +924,14 @@ def test_float64_graph_warns_as_eager():
     proc = run_py("""
         import warnings, torch, torch_neuronx
         warnings.simplefilter("always")
+        # a Python float argument reaches the graph as a 0-dim float64 host tensor: no warning
+        # (eager saw a Python number), the values of eager
+        g = torch.compile(lambda x, temp: (x / temp).softmax(-1), backend="neuron")
+        xs = torch.randn(4, 8)
+        with warnings.catch_warnings(record=True) as w:
+            for temp in (0.7, 0.8, 0.9):
+                torch.testing.assert_close(g(xs.to("neuron"), temp).cpu(), (xs / temp).softmax(-1))
+        assert not [m for m in w if "float64" in str(m.message)], [str(m.message) for m in w]
         x = torch.linspace(0, 1, 5, dtype=torch.float64)
         f = torch.compile(lambda t: (t * 3).exp().sum(), backend="neuron")
         with warnings.catch_warnings(record=True) as w:

@@ -167,6 +167,16 @@ def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> list:
     return rewritten
 
 
+def _float64_on_device(gm: torch.fx.GraphModule) -> bool:
+    """Whether a value of `gm` is a float64 or complex128 neuron tensor (the device rule's warning,
+    as eager gives it). Host values do not count: Dynamo passes a Python float argument as a 0-dim
+    float64 CPU tensor, where eager saw a Python number and warned of nothing."""
+    from torch.utils._pytree import tree_leaves
+
+    return any(isinstance(v, torch.Tensor) and v.dtype in (torch.float64, torch.complex128) and v.device.type == "neuron"
+               for n in gm.graph.nodes for v in tree_leaves(n.meta.get("val")))
+
+
 def _data_dependent(gm: torch.fx.GraphModule) -> bool:
     """Whether a value of `gm` has a size only known when the graph runs (an unbacked symbol:
     nonzero, masked_select, unique, boolean indexing under Dynamo's
@@ -247,7 +257,7 @@ class _GraphCompiler:
         rec.lowering_us = (t1 - t0) * 1e6
         if prog.device is None:  # no neuron value left after lowering
             return self._eagerly(gm, rec, _NOT_OURS)
-        if any(b.dtype in (torch.float64, torch.complex128) for b in prog.buffers):  # the device rule, as eager
+        if _float64_on_device(gm):  # the device rule, as eager
             from torch_neuronx import _C
 
             _C._warn_float64(f"compiled graph {name}")
