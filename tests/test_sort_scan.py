@@ -137,6 +137,27 @@ def test_topk_ties(native, dtype, largest):
         assert torch.equal(got.indices.cpu(), stable)
 
 
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_small_k_of_long_lines_selects_as_the_stable_sort(native, largest):
+    """k up to 1/16 of the line runs a one-pass selection instead of sorting the line: the same
+    values and positions as the stable sort's first k, with ties, NaN, -0.0, infinities, over a
+    non-last dim and strided lines."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(4, 3000, generator=g).mul(4).round()
+    x[0, ::50] = float("nan")
+    x[1, ::37] = -0.0
+    x[2, ::41] = float("inf")
+    x[3, ::43] = -float("inf")
+    for dim, t in ((1, x), (0, x.t().contiguous()), (1, x[:, ::3]), (1, x.to(torch.bfloat16))):
+        n = t.size(dim)
+        for k in (1, 8, n // 16):
+            want = torch.topk(t, k, dim=dim, largest=largest)
+            got = torch.topk(t.to(native), k, dim=dim, largest=largest)
+            assert_bitwise_equal(got.values.cpu(), want.values)
+            stable = torch.sort(t, dim=dim, stable=True, descending=largest).indices.narrow(dim, 0, k)
+            assert torch.equal(got.indices.cpu(), stable)
+
+
 def test_topk_nan_dims_and_errors(native):
     x = torch.tensor([[1.0, float("nan"), 3.0, -float("inf")], [0.0, 2.0, float("nan"), float("nan")]])
     for largest in (True, False):

@@ -4,7 +4,8 @@
  * sorted as (key, position) pairs by a least-significant-digit radix sort (8-bit digits,
  * digits equal across the line skipped; insertion sort for short lines). Radix sort is
  * stable, so the result is the unique stable order whatever the thread count; outputs are
- * then gathered from a copy of the line, so values keep their exact bits. */
+ * then gathered from a copy of the line, so values keep their exact bits. topk of a k at most
+ * 1/16 of the line selects with a heap in one pass instead, giving the same first k pairs. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -114,8 +115,68 @@ static pair *sort_pairs(pair *a, pair *tmp, int64_t n, int width) {
 typedef struct sort_task {
   vnc_lines l;          /* 0: x, 1: values, 2: indices */
   int has_values, has_indices, descending;
+  int select;           /* topk of a small k: one pass with a heap instead of sorting the line */
   atomic_int failed;    /* a line's buffers could not be allocated */
 } sort_task;
+
+/* Pairs in sort order: by key, then position (the stable order the radix sort gives). */
+static inline int pair_before(pair a, pair b) { return a.key < b.key || (a.key == b.key && a.idx < b.idx); }
+
+/* Restores the max-heap h[0..n) (the last pair in sort order at the top) below position i. */
+static void sift_down(pair *h, int64_t n, int64_t i) {
+  for (;;) {
+    int64_t c = 2 * i + 1;
+    if (c >= n) return;
+    if (c + 1 < n && pair_before(h[c], h[c + 1])) c++;
+    if (!pair_before(h[i], h[c])) return;
+    const pair t = h[i];
+    h[i] = h[c];
+    h[c] = t;
+    i = c;
+  }
+}
+
+static int compare_pairs(const void *a, const void *b) {
+  const pair *x = a, *y = b;
+  return pair_before(*x, *y) ? -1 : pair_before(*y, *x) ? 1 : 0;
+}
+
+/* The first k pairs in sort order of each line, in one pass: a max-heap holds the k first seen
+ * so far, and a pair enters only when it comes before the heap's last (so ties keep the lowest
+ * positions, as the stable sort); then the k are sorted. O(n + k log k) for the usual input. */
+static void select_lines(void *ctx, int64_t l0, int64_t l1) {
+  sort_task *t = ctx;
+  const vnc_lines *l = &t->l;
+  const int64_t n = l->len[0], es = l->es[0], k = l->len[1];
+  const key_fn key = key_table[l->dtypes[0]];
+  const uint64_t flip = t->descending ? UINT64_MAX : 0;
+  pair *heap = malloc(sizeof(pair) * (size_t)k);
+  if (!heap) {
+    atomic_store(&t->failed, 1);
+    return;
+  }
+  for (int64_t line = l0; line < l1; line++) {
+    char *p[3];
+    vnc_lines_base(l, line, p);
+    const char *x = p[0];
+    const int64_t step = l->step[0];
+    for (int64_t j = 0; j < k; j++) heap[j] = (pair){key(x + j * step) ^ flip, j};
+    for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(heap, k, i);
+    for (int64_t j = k; j < n; j++) {
+      const uint64_t kj = key(x + j * step) ^ flip;
+      if (kj < heap[0].key) { /* (an equal key comes after: its position is larger) */
+        heap[0] = (pair){kj, j};
+        sift_down(heap, k, 0);
+      }
+    }
+    qsort(heap, (size_t)k, sizeof(pair), compare_pairs);
+    for (int64_t j = 0; j < k; j++) {
+      if (t->has_values) memcpy(p[1] + j * l->step[1], x + heap[j].idx * step, (size_t)es);
+      if (t->has_indices) *(int64_t *)(p[2] + j * l->step[2]) = heap[j].idx;
+    }
+  }
+  free(heap);
+}
 
 static void sort_lines(void *ctx, int64_t l0, int64_t l1) {
   sort_task *t = ctx;
@@ -152,7 +213,7 @@ static void sort_lines(void *ctx, int64_t l0, int64_t l1) {
 static vnc_status sort_run(void *p) {
   sort_task *t = p;
   const int64_t n = t->l.len[0];
-  vnc_parallel_for(t->l.count, n >= 16384 ? 1 : 16384 / (n + 1) + 1, sort_lines, t);
+  vnc_parallel_for(t->l.count, n >= 16384 ? 1 : 16384 / (n + 1) + 1, t->select ? select_lines : sort_lines, t);
   if (atomic_load(&t->failed))
     return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "could not allocate sort buffers for lines of %lld elements", (long long)n);
   return VNC_OK;
@@ -180,6 +241,7 @@ static vnc_status launch_sort(vnc_stream *s, const char *op, const vnc_tensor *x
   t.has_values = values != NULL;
   t.has_indices = indices != NULL;
   t.descending = descending;
+  t.select = k <= t.l.len[0] / 16; /* (a sort passes k = n) */
   atomic_init(&t.failed, 0);
   return vnc_launch(s, op, sort_run, &t, sizeof t, NULL);
 }
