@@ -1114,18 +1114,28 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 
-// Sparse tensors do not exist on neuron: say so, and how the modules that create them are kept
-// dense, instead of PyTorch's "could not run" error. (Nested tensors: nested.cpp.)
-void unsupported_layout(const c10::OperatorHandle& op, torch::jit::Stack*) {
+// Sparse and quantized tensors do not exist on neuron: say so, and what to do instead, instead
+// of PyTorch's "could not run" error. (Nested tensors: nested.cpp.)
+void unsupported_sparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().operator_name(),
                               ": sparse tensors are not supported on neuron (dense tensors only). nn.Embedding and "
                               "nn.EmbeddingBag need sparse=False.");
 }
+void unsupported_quantized(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().operator_name(),
+                              ": quantized tensors (qint8, quint8, qint32, ...) are not supported on neuron (dense "
+                              "tensors only): keep them on the CPU, or dequantize() before moving to neuron. Fake "
+                              "quantization (torch.fake_quantize_per_tensor_affine, quantization-aware training) "
+                              "works on neuron tensors.");
+}
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_sparse>());
 }
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_sparse>());
+}
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_quantized>());
 }
 
 }  // namespace torch_neuronx

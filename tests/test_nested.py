@@ -78,7 +78,7 @@ def test_entry_ops_directly(native):
         nt_d.to_padded_tensor(0.0, (3, 1, 5))
 
 
-def test_other_nested_and_sparse_tensors_are_refused_with_a_remedy():
+def test_other_nested_sparse_and_quantized_tensors_are_refused_with_a_remedy():
     nt = torch._nested_tensor_from_mask(torch.ones(2, 3, 4, device="neuron"),
                                         torch.ones(2, 3, dtype=torch.bool, device="neuron"))
     with pytest.raises(NotImplementedError, match="aten::add.Tensor: not supported on nested tensors on neuron.*nt.cpu()"):
@@ -95,6 +95,16 @@ def test_other_nested_and_sparse_tensors_are_refused_with_a_remedy():
         csr = torch.eye(3).to_sparse_csr().to("neuron")  # ATen builds the shell from dense parts
     with pytest.raises(NotImplementedError, match="aten::_to_dense: sparse tensors are not supported on neuron"):
         csr.to_dense()
+    # quantized tensors: the same kind of error with the remedy; fake quantization works
+    q = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8)
+    with pytest.raises(NotImplementedError, match="quantized tensors .* are not supported on neuron.*dequantize"):
+        q.to("neuron")
+    with pytest.raises(NotImplementedError, match="quantized tensors"):
+        torch.quantize_per_tensor(torch.randn(4, device="neuron"), 0.1, 0, torch.qint8)
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(torch.fake_quantize_per_tensor_affine(x.to("neuron"), 0.1, 0, -128, 127).cpu(),
+                               torch.fake_quantize_per_tensor_affine(x, 0.1, 0, -128, 127))
+    assert torch.ones(2, device="neuron").sum().item() == 2  # the process stays usable
 
 
 # ---------------------------------------------------------------- strided and jagged nested tensors
