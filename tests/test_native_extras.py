@@ -601,3 +601,28 @@ def test_sync_batch_norm_ops_refuse_bad_arguments_clearly(neuron):
     # a non-floating input takes the visible fallback, where ATen has no kernel (as CUDA, refused)
     with pytest.raises(NotImplementedError, match="batch_norm_stats"):
         torch.batch_norm_stats(x.long(), 1e-5)
+
+
+# ------------------------------------------------------------------------------ extremes
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(16, 40, 300), (3, 9000), (9000, 3), (70000, 2)])
+def test_extreme_reductions_match_cpu_along_every_dim(native, dtype, shape):
+    """amax/amin/argmax/argmin/max/min over each dim: rows (vectorised block extremes, then the
+    first occurrence), columns (a tile of outputs per pass) and reductions longer than a chunk;
+    many ties (first index), NaN (wins, first NaN's index) and zeros of both signs."""
+    g = torch.Generator().manual_seed(len(shape) + shape[0])
+    x = torch.randn(shape, generator=g).mul(3).round().to(dtype)
+    flat = x.view(-1)
+    flat[torch.randperm(flat.numel(), generator=g)[:3]] = float("nan")
+    flat[::7] = -0.0
+    xn = x.to(native)
+    for dim in range(x.dim()):
+        for op in (torch.amax, torch.amin):
+            torch.testing.assert_close(op(xn, dim).cpu(), op(x, dim), rtol=0, atol=0, equal_nan=True)
+        for op in (torch.argmax, torch.argmin):
+            assert torch.equal(op(xn, dim).cpu(), op(x, dim))
+        for op in (torch.max, torch.min):
+            got, want = op(xn, dim), op(x, dim)
+            torch.testing.assert_close(got.values.cpu(), want.values, rtol=0, atol=0, equal_nan=True)
+            assert torch.equal(got.indices.cpu(), want.indices)

@@ -193,12 +193,21 @@ static partial reduce_range(const red_task *t, int64_t o, int64_t r0, int64_t r1
         case VNC_RED_ANY: for (int64_t i = 0; i < n; i++) iv |= x[i] != 0.0f; break;
         case VNC_RED_ALL: for (int64_t i = 0; i < n; i++) iv &= x[i] != 0.0f; break;
         default: { /* amax/amin and arg reductions: first extreme, NaN wins */
-          int mx = wants_max(op);
-          for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            if (first) { fv = v; p.idx = b + i; first = 0; continue; }
-            if (isnan(fv)) break;
-            if (isnan(v) || (mx ? v > fv : v < fv)) { fv = v; p.idx = b + i; }
+          if (!first && isnan(fv)) break;
+          const int mx = wants_max(op);
+          const float m = mx ? vnc_tier()->row_max(x, n) : vnc_tier()->row_min(x, n); /* vectorised */
+          float v = m;
+          int64_t i = -1;
+          if (isnan(m) || m == 0.0f || (op != VNC_RED_AMAX && op != VNC_RED_AMIN)) {
+            /* its first occurrence: the index, and the first zero's own sign or NaN's bits */
+            if (isnan(m)) for (i = 0; !isnan(x[i]); i++) {}
+            else for (i = 0; x[i] != m; i++) {}
+            v = x[i];
+          }
+          if (first || isnan(v) || (mx ? v > fv : v < fv)) {
+            fv = v;
+            p.idx = b + i;
+            first = 0;
           }
         }
       }
@@ -266,11 +275,54 @@ static partial combine(const red_task *t, partial *ps, int64_t n) {
  * (runs of RUN in 8 lanes, runs/blocks pairwise), so results equal the per-output path. */
 #define TILE VNC_TILE_OUTPUTS
 
+static int extreme_op(vnc_reduce_op op) { return op >= VNC_RED_AMAX && op <= VNC_RED_ARGMIN; }
+
 static int tiled(const red_task *t) {
   const int in = t->it.nops - 1;
-  return !t->producer && t->acc == ACC_F && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR) &&
+  return !t->producer && t->acc == ACC_F &&
+         (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_VAR || extreme_op(t->op)) &&
          t->nouter > 0 && t->nred > 0 &&
          llabs(t->it.strides[in][t->outer_dims[0]]) < llabs(t->it.strides[in][t->red_dims[0]]);
+}
+
+/* Extremes of a tile of outputs, a row of nt at a time (vectorised across the row): the first
+ * extreme of each column in reduced order, NaN winning and then staying. */
+static void extreme_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, partial *out) {
+  const int in = t->it.nops - 1, mx = wants_max(t->op), with_idx = t->op != VNC_RED_AMAX && t->op != VNC_RED_AMIN;
+  const char *base = t->it.data[in] + outer_offset(t, in, o0);
+  const int64_t st0 = t->it.strides[in][t->outer_dims[0]];
+  const int direct = t->it.dtypes[in] == VNC_FLOAT32 && st0 == 4;
+  vnc_loop_fn conv = vnc_copy_loop(VNC_FLOAT32, t->it.dtypes[in]);
+  float m[TILE], row[TILE];
+  int32_t idx[TILE]; /* row within the chunk (< VNC_REDUCE_CHUNK): float32's width, one vector */
+  for (int64_t r = r0; r < r1; r++) {
+    const char *p = base + red_offset(t, in, r);
+    const float *x = (const float *)p;
+    if (!direct) {
+      char *ptrs[2] = {(char *)row, (char *)p};
+      const int64_t strides[2] = {4, st0};
+      conv(NULL, ptrs, strides, nt, 0);
+      x = row;
+    }
+    if (r == r0) {
+      memcpy(m, x, sizeof(float) * (size_t)nt);
+      memset(idx, 0, sizeof idx);
+    } else if (with_idx) {
+      const int32_t k = (int32_t)(r - r0);
+      for (int64_t j = 0; j < nt; j++) {
+        const float v = x[j], c = m[j];
+        const int32_t take = c == c && (v != v || (mx ? v > c : v < c));
+        m[j] = take ? v : c;
+        idx[j] = take ? k : idx[j];
+      }
+    } else {
+      for (int64_t j = 0; j < nt; j++) {
+        const float v = x[j], c = m[j];
+        m[j] = c == c && (v != v || (mx ? v > c : v < c)) ? v : c;
+      }
+    }
+  }
+  for (int64_t j = 0; j < nt; j++) out[j] = (partial){m[j], 0, with_idx ? r0 + idx[j] : -1, r1 - r0};
 }
 
 /* vnc_pairwise_sum of v[0..n)[j] for every column j < nt at once (the same tree per column,
@@ -348,6 +400,8 @@ static int64_t tile_width(const red_task *t) {
   return tw;
 }
 
+static void store_direct(const red_task *t, int64_t o, partial p);
+
 static void tile_body(void *ctx, int64_t u0, int64_t u1) {
   red_task *t = ctx;
   const int64_t s0 = t->it.shape[t->outer_dims[0]], tw = t->tw, tiles = (s0 + tw - 1) / tw;
@@ -356,8 +410,11 @@ static void tile_body(void *ctx, int64_t u0, int64_t u1) {
     int64_t c = u % t->nchunks, tile = (u / t->nchunks) % tiles, row = u / t->nchunks / tiles;
     int64_t o0 = row * s0 + tile * tw, nt = s0 - tile * tw < tw ? s0 - tile * tw : tw;
     int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
-    reduce_tile(t, o0, nt, r0, r1, ps);
-    for (int64_t j = 0; j < nt; j++) t->parts[(o0 + j) * t->nchunks + c] = ps[j];
+    (extreme_op(t->op) ? extreme_tile : reduce_tile)(t, o0, nt, r0, r1, ps);
+    if (!t->parts) /* stored at once (direct_store) */
+      for (int64_t j = 0; j < nt; j++) store_direct(t, o0 + j, ps[j]);
+    else
+      for (int64_t j = 0; j < nt; j++) t->parts[(o0 + j) * t->nchunks + c] = ps[j];
   }
 }
 
@@ -407,17 +464,31 @@ static void store_outputs(red_task *t, int64_t o, partial p) {
   if (t->nout == 2) vnc_store_i64[t->it.dtypes[1]](t->it.data[1] + outer_offset(t, 1, o), p.idx);
 }
 
+/* Whether each output is one float32 value or int64 index stored as it is: then a partial is
+ * stored as soon as it is computed (store_direct), without the partials array, on the tiled path. */
+static int direct_store(const red_task *t) {
+  const int32_t dt0 = t->it.dtypes[0];
+  const int arg = t->op == VNC_RED_ARGMAX || t->op == VNC_RED_ARGMIN,
+            plain = t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN || t->op == VNC_RED_AMAX || t->op == VNC_RED_AMIN;
+  return t->nout == 1 && t->nchunks == 1 && t->acc == ACC_F &&
+         ((plain && dt0 == VNC_FLOAT32) || (arg && dt0 == VNC_INT64));
+}
+
+static void store_direct(const red_task *t, int64_t o, partial p) {
+  char *dst = t->it.data[0] + outer_offset(t, 0, o);
+  if (t->op == VNC_RED_ARGMAX || t->op == VNC_RED_ARGMIN) {
+    memcpy(dst, &p.idx, sizeof(int64_t));
+  } else {
+    const float v = (float)finalize_f(t, p);
+    memcpy(dst, &v, sizeof v);
+  }
+}
+
 /* Combines and stores outputs [o0, o1) (each written once: safe in parallel). */
 static void store_body(void *ctx, int64_t o0, int64_t o1) {
   red_task *t = ctx;
-  if (t->nout == 1 && t->nouter == 1 && t->nchunks == 1 && t->acc == ACC_F && t->it.dtypes[0] == VNC_FLOAT32 &&
-      (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN)) { /* float sums and means: a direct float store */
-    char *out = t->it.data[0];
-    const int64_t st = t->it.strides[0][t->outer_dims[0]];
-    for (int64_t o = o0; o < o1; o++) {
-      const float v = (float)finalize_f(t, t->parts[o]);
-      memcpy(out + o * st, &v, sizeof v);
-    }
+  if (direct_store(t)) {
+    for (int64_t o = o0; o < o1; o++) store_direct(t, o, t->parts[o]);
     return;
   }
   for (int64_t o = o0; o < o1; o++) store_outputs(t, o, combine(t, t->parts + o * t->nchunks, t->nchunks));
@@ -435,6 +506,11 @@ static void run_pass(red_task *t) {
 
 static vnc_status red_run(void *p) {
   red_task *t = p;
+  if (t->R > 0 && t->op != VNC_RED_VAR && tiled(t) && direct_store(t)) { /* no partials array */
+    t->parts = NULL;
+    run_pass(t);
+    return VNC_OK;
+  }
   t->parts = malloc(sizeof(partial) * (size_t)(t->O * t->nchunks));
   if (!t->parts) return vnc_set_error(VNC_ERR_INTERNAL, "out of host memory for reduction partials");
   if (t->R == 0) {

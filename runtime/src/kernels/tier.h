@@ -69,8 +69,10 @@ typedef struct vnc_tier_ops {
    * added to lanes[k % 8][j], j < nt; with shift, (x - shift[j])^2 is added instead. */
   void (*tile_run)(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t ld, int64_t nrows, int64_t nt,
                    const float *shift);
-  /* Largest of x[0..n), NaN if any is NaN, -inf if n == 0. */
+  /* Largest of x[0..n), NaN if any is NaN, -inf if n == 0 (which zero, for a largest of zeros,
+   * is unspecified); row_min the smallest (+inf if n == 0). */
   float (*row_max)(const float *x, int64_t n);
+  float (*row_min)(const float *x, int64_t n);
   /* y[i] = exp(x[i] - shift) (vnc_expf). y may equal x. */
   void (*exp_shift)(float *y, const float *x, float shift, int64_t n);
   /* Layer norm of a row: y[i] = (x[i] - mean) * rstd, then * w[i], then + b[i] (w, b may be

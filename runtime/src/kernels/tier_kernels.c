@@ -280,13 +280,14 @@ static inline v8f max_nan(v8f m, v8f v) {
 
 /* A plain lane-wise max (exact, so any split of the lanes gives the same value) and an
  * OR-accumulated NaN flag, in two chains of native vectors: 3 operations per vector. */
-static float row_max(const float *x, int64_t n) {
+/* The largest of x[0..n) (of -x[0..n) with neg, negated back: the smallest), NaN if any is NaN. */
+static inline float row_extreme(const float *x, int64_t n, int neg) {
   mm_vec m0, m1;
   mm_ivec bad0 = {0}, bad1 = {0};
   for (int k = 0; k < MM_W; k++) m0[k] = m1[k] = -INFINITY;
   int64_t i = 0;
   for (; i + 2 * MM_W <= n; i += 2 * MM_W) {
-    const mm_vec v0 = mm_load(x + i), v1 = mm_load(x + i + MM_W);
+    const mm_vec v0 = neg ? -mm_load(x + i) : mm_load(x + i), v1 = neg ? -mm_load(x + i + MM_W) : mm_load(x + i + MM_W);
     m0 = mm_max(m0, v0);
     bad0 |= v0 != v0;
     m1 = mm_max(m1, v1);
@@ -301,11 +302,15 @@ static float row_max(const float *x, int64_t n) {
     bad |= bad0[k];
   }
   for (; i < n; i++) {
-    m = x[i] > m ? x[i] : m;
-    bad |= x[i] != x[i];
+    const float v = neg ? -x[i] : x[i];
+    m = v > m ? v : m;
+    bad |= v != v;
   }
-  return bad ? NAN : m;
+  return bad ? NAN : neg ? -m : m;
 }
+
+static float row_max(const float *x, int64_t n) { return row_extreme(x, n, 0); }
+static float row_min(const float *x, int64_t n) { return row_extreme(x, n, 1); }
 
 static void exp_shift(float *y, const float *x, float shift, int64_t n) { EXP_BLOCKED(i, n, x[i] - shift, y[i] = e) }
 
@@ -645,6 +650,7 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .block_sum = block_sum,
     .tile_run = tile_run,
     .row_max = row_max,
+    .row_min = row_min,
     .exp_shift = exp_shift,
     .norm_row = norm_row,
     .mm = mm,
