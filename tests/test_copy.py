@@ -297,3 +297,24 @@ def test_stored_only_conversion_in_strict_mode_names_op_and_dtypes(neuron):
             torch.zeros(3, device="neuron").to(torch.float8_e4m3fn)
     finally:
         torch_neuronx.set_strict_fallback(prev)
+
+
+def test_float16_conversions_match_cpu_bit_for_bit():
+    """Dense float16 <-> float32 copies (the tier's vector conversions): every float16 value
+    widens to CPU's bits; narrowing rounds as CPU (subnormals, overflow to inf, ties, signed
+    zeros, infinities), NaN stays NaN; also inside a strided (non-dense) copy."""
+    every = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    wide = every.to("neuron").float().cpu()
+    nan = every.isnan()
+    assert torch.equal(wide.isnan(), nan)
+    assert torch.equal(wide[~nan].view(torch.int32), every[~nan].float().view(torch.int32))
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randn(4099, generator=g) * s for s in (1e-8, 6e-5, 1.0, 6.5e4, 1e5)])
+    x[::101] = float("nan")
+    x[::97] = float("inf")
+    x[::89] = -0.0
+    x[5] = 2049.0  # a tie: rounds to even
+    for src in (x, x[::3]):
+        got, want = src.to("neuron").half().cpu(), src.half()
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got[~want.isnan()].view(torch.int16), want[~want.isnan()].view(torch.int16))

@@ -73,6 +73,9 @@ typedef struct vnc_tier_ops {
    * is unspecified); row_min the smallest (+inf if n == 0). */
   float (*row_max)(const float *x, int64_t n);
   float (*row_min)(const float *x, int64_t n);
+  /* Dense float16 <-> float32 conversion of n elements, dtype.h's bits (copy.c's loops). */
+  void (*f16_to_f32)(float *d, const uint16_t *s, int64_t n);
+  void (*f32_to_f16)(uint16_t *d, const float *s, int64_t n);
   /* y[i] = exp(x[i] - shift) (vnc_expf). y may equal x. */
   void (*exp_shift)(float *y, const float *x, float shift, int64_t n);
   /* Layer norm of a row: y[i] = (x[i] - mean) * rstd, then * w[i], then + b[i] (w, b may be

@@ -11,6 +11,7 @@
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif
+#include "dtype.h"
 #include "internal.h"
 #include "tier.h"
 #include "vnc/ew_scalar.h"
@@ -280,6 +281,40 @@ static inline v8f max_nan(v8f m, v8f v) {
 
 /* A plain lane-wise max (exact, so any split of the lanes gives the same value) and an
  * OR-accumulated NaN flag, in two chains of native vectors: 3 operations per vector. */
+/* ---------------------------------------------------------------- float16 conversions */
+
+/* Dense float16 <-> float32 runs: F16C's conversions (round to nearest even, as dtype.h's exact
+ * arithmetic), eight at a time; a group holding a NaN goes through dtype.h, whose NaN bits every
+ * tier then shares. */
+static void f16_to_f32(float *d, const uint16_t *s, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)(s + i));
+    const __m128i expo = _mm_and_si128(h, _mm_set1_epi16(0x7C00));
+    if (_mm_movemask_epi8(_mm_cmpeq_epi16(expo, _mm_set1_epi16(0x7C00)))) /* inf or NaN */
+      for (int k = 0; k < 8; k++) d[i + k] = vnc_f16_to_f32(s[i + k]);
+    else
+      _mm256_storeu_ps(d + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; i++) d[i] = vnc_f16_to_f32(s[i]);
+}
+
+static void f32_to_f16(uint16_t *d, const float *s, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(s + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
+      for (int k = 0; k < 8; k++) d[i + k] = vnc_f32_to_f16(s[i + k]);
+    else
+      _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+#endif
+  for (; i < n; i++) d[i] = vnc_f32_to_f16(s[i]);
+}
+
 /* The largest of x[0..n) (of -x[0..n) with neg, negated back: the smallest), NaN if any is NaN. */
 static inline float row_extreme(const float *x, int64_t n, int neg) {
   mm_vec m0, m1;
@@ -651,6 +686,8 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .tile_run = tile_run,
     .row_max = row_max,
     .row_min = row_min,
+    .f16_to_f32 = f16_to_f32,
+    .f32_to_f16 = f32_to_f16,
     .exp_shift = exp_shift,
     .norm_row = norm_row,
     .mm = mm,
