@@ -1,7 +1,8 @@
 // Convolution, unfold/fold (im2col/col2im), batch norm and pooling on the neuron key
 // (runtime: vnc/conv.h). Floating 1-D, 2-D and 3-D convolutions, plain and transposed, are
-// native (with their backward); complex and integer ones go through the visible CPU fallback
-// of aten::convolution.
+// native (with their backward; depthwise and pointwise ones on a channels_last input run in
+// that layout); complex and integer ones go through the visible CPU fallback of
+// aten::convolution.
 #include "neuron.h"
 #include "gate.h"
 #include "structured.h"
@@ -53,11 +54,40 @@ vnc_conv_params conv_params(const at::Tensor& input, const at::Tensor& weight, a
 }
 
 // CPU PyTorch returns channels_last results where the input (or a convolution's weight) is
-// channels_last; the kernels read and write contiguous NC..., so such a result is converted.
+// channels_last; a kernel that read and wrote contiguous NC... has such a result converted
+// (one already in that layout is returned as it is).
+at::MemoryFormat result_format(const at::Tensor& input, const at::Tensor* weight = nullptr) {
+  const at::MemoryFormat fmt = input.suggest_memory_format();
+  return fmt == at::MemoryFormat::Contiguous && weight ? weight->suggest_memory_format() : fmt;
+}
+
 at::Tensor in_layout_of(const at::Tensor& out, const at::Tensor& input, const at::Tensor* weight = nullptr) {
-  at::MemoryFormat fmt = input.suggest_memory_format();
-  if (fmt == at::MemoryFormat::Contiguous && weight) fmt = weight->suggest_memory_format();
+  const at::MemoryFormat fmt = result_format(input, weight);
   return fmt == at::MemoryFormat::Contiguous || out.dim() != input.dim() ? out : out.contiguous(fmt);
+}
+
+// A result of the NC... kernels that PyTorch returns in `fmt`: allocated with fmt's strides
+// (CPU's) where they describe the same memory order (a depthwise weight's gradient [O, 1, k, k],
+// a 1x1 weight's [O, C, 1, 1]), so in_layout_of has nothing to convert; else contiguous.
+at::Tensor empty_result(at::IntArrayRef sizes, const at::TensorOptions& opts, at::MemoryFormat fmt) {
+  if (fmt != at::MemoryFormat::Contiguous && sizes.size() == (fmt == at::MemoryFormat::ChannelsLast ? 4u : 5u)) {
+    at::Tensor t = at::empty(sizes, opts.memory_format(fmt));
+    if (t.is_contiguous()) return t;
+  }
+  return at::empty(sizes, opts);
+}
+
+// The memory order a convolution runs in: a channels_last (or channels_last_3d) input's own
+// where the runtime has a kernel for that layout (depthwise and pointwise convolutions:
+// vnc_conv_channels_last_ok; p.channels_last is set), else the kernels' NC... order (inputs
+// copied to it, results converted back by in_layout_of).
+at::MemoryFormat run_format(const at::Tensor& input, vnc_conv_params& p) {
+  const at::MemoryFormat fmt = input.suggest_memory_format();
+  if (fmt == at::MemoryFormat::Contiguous) return fmt;
+  p.channels_last = 1;
+  if (vnc_conv_channels_last_ok(&p)) return fmt;
+  p.channels_last = 0;
+  return at::MemoryFormat::Contiguous;
 }
 
 std::vector<int64_t> out_shape(const vnc_conv_params& p) {
@@ -78,12 +108,14 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   check_same_device("aten::convolution_overrideable", input, {&weight, bias ? &*bias : &no_bias});
   record_native("aten::convolution_overrideable");
   if (input.scalar_type() == at::kDouble) warn_float64("aten::convolution_overrideable");
-  const vnc_conv_params p = conv_params(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  vnc_conv_params p = conv_params(input, weight, stride, padding, dilation, transposed, output_padding, groups);
   for (int i = 0; i < p.nspatial; i++)
     TORCH_CHECK(p.out[i] > 0, "convolution: calculated output size is too small for input of size ", input.sizes());
-  at::Tensor x = input.contiguous(), w = weight.contiguous();
+  const at::MemoryFormat fmt = run_format(input, p);
+  at::Tensor x = input.contiguous(fmt), w = weight.contiguous();
   at::Tensor b = bias && bias->defined() ? bias->contiguous() : at::Tensor();
-  at::Tensor out = at::empty(out_shape(p), x.options());
+  at::Tensor out = p.channels_last ? at::empty(out_shape(p), x.options().memory_format(fmt))
+                                   : empty_result(out_shape(p), x.options(), result_format(input, &weight));
   c10::DeviceGuard g(input.device());
   check(vnc_conv_forward(stream_of(x), "aten::convolution_overrideable", &p, element_ptr(x), element_ptr(w),
                          b.defined() ? element_ptr(b) : nullptr, element_ptr(out)));
@@ -108,12 +140,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   }
   check_same_device("aten::convolution_backward_overrideable", input, {&grad_output, &weight});
   record_native("aten::convolution_backward_overrideable");
-  const vnc_conv_params p = conv_params(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  vnc_conv_params p = conv_params(input, weight, stride, padding, dilation, transposed, output_padding, groups);
   TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(out_shape(p)), "convolution_backward: expected grad_output of shape ",
               at::IntArrayRef(out_shape(p)), ", got ", grad_output.sizes());
-  at::Tensor go = grad_output.contiguous(), x = input.contiguous(), w = weight.contiguous();
-  at::Tensor gi = mask[0] ? at::empty(input.sizes(), x.options()) : at::Tensor();
-  at::Tensor gw = mask[1] ? at::empty(weight.sizes(), w.options()) : at::Tensor();
+  const at::MemoryFormat fmt = run_format(input, p);
+  at::Tensor go = grad_output.contiguous(fmt), x = input.contiguous(fmt), w = weight.contiguous();
+  const at::MemoryFormat rf = result_format(input, &weight);
+  at::Tensor gi = !mask[0]          ? at::Tensor()
+                  : p.channels_last ? at::empty(input.sizes(), x.options().memory_format(fmt))
+                                    : empty_result(input.sizes(), x.options(), rf);
+  at::Tensor gw = mask[1] ? empty_result(weight.sizes(), w.options(), rf) : at::Tensor();
   at::Tensor gb = mask[2] ? at::empty({p.O}, w.options()) : at::Tensor();
   c10::DeviceGuard g(input.device());
   check(vnc_conv_backward(stream_of(x), "aten::convolution_backward_overrideable", &p, element_ptr(go), element_ptr(x),

@@ -1,7 +1,9 @@
 /* Kernels of issue 11 checked without PyTorch against independent references:
  *  - convolution 1-D to 3-D: the transposed convolution is the adjoint of the plain one
  *    (<conv(x), y> == <x, conv_transpose(y)> for the same weight), and a plain 3-D convolution
- *    equals a direct sum;
+ *    equals a direct sum; the direct depthwise kernel (NCHW and channels_last) equals the
+ *    im2col + GEMM path per channel, forward and gradients, and a channels_last pointwise
+ *    convolution (one GEMM) the NCHW one;
  *  - resampling (linear, cubic, area, nearest, padding): the backward is the adjoint of the
  *    forward (<R x, y> == <x, R^T y>), and trilinear resampling of an affine volume is exact;
  *  - histogram bins equal a direct count; CTC loss equals the sum over every alignment;
@@ -81,6 +83,115 @@ static void conv3d_direct(void) {
         }
   CHECK(ok);
   free(x), free(w), free(b), free(y);
+}
+
+/* [N, C, S] -> [N, S, C] (channels_last), or back with `back`. */
+static float *relayout(const float *src, int64_t N, int64_t C, int64_t S, int back) {
+  float *d = malloc(sizeof(float) * (size_t)(N * C * S));
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t s = 0; s < S; s++) {
+        const int64_t nchw = (n * C + c) * S + s, nhwc = (n * S + s) * C + c;
+        if (back) d[nchw] = src[nhwc];
+        else d[nhwc] = src[nchw];
+      }
+  return d;
+}
+
+static int close_to(const float *a, const float *b, int64_t n, const char *what) {
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabsf(a[i] - b[i]) <= 1e-4f * (1.0f + fabsf(b[i])))) {
+      fprintf(stderr, "%s [%lld]: %g vs %g\n", what, (long long)i, a[i], b[i]);
+      return 0;
+    }
+  return 1;
+}
+
+/* Forward (with bias) and the three gradients of a convolution, in p's layout. */
+typedef struct conv_run { float *y, *gx, *gw, *gb; } conv_run;
+static conv_run run_conv(const vnc_conv_params *p, const float *x, const float *w, const float *b, const float *gy) {
+  const int64_t xn = p->N * p->C * vol(p->in, p->nspatial), yn = p->N * p->O * vol(p->out, p->nspatial);
+  const int64_t wn = p->O * (p->C / p->groups) * vol(p->k, p->nspatial);
+  conv_run r = {malloc(sizeof(float) * yn), malloc(sizeof(float) * xn), malloc(sizeof(float) * wn),
+                malloc(sizeof(float) * p->O)};
+  CHECK_OK(vnc_conv_forward(S, "conv", p, x, w, b, r.y));
+  CHECK_OK(vnc_conv_backward(S, "conv_backward", p, gy, x, w, r.gx, r.gw, r.gb));
+  CHECK_OK(vnc_stream_synchronize(S));
+  return r;
+}
+static void free_run(conv_run *r) { free(r->y), free(r->gx), free(r->gw), free(r->gb); }
+
+/* The direct depthwise kernel against the im2col + GEMM path: channel c of a depthwise
+ * convolution is a plain one-channel one (C = 1, groups 1: the GEMM path) of input channel c
+ * with weights [m, 1, k...]; forward and every gradient. Then the same convolution with
+ * channels_last operands gives the same values. */
+static void depthwise_vs_gemm(int nd, int64_t m, int64_t stride, int64_t pad, int64_t dil) {
+  const int64_t N = 2, C = 3, in[3] = {7, 6, 9}, k[3] = {3, 2, 3};
+  vnc_conv_params p = {.nspatial = nd, .N = N, .C = C, .O = C * m, .groups = C, .dtype = VNC_FLOAT32};
+  for (int i = 0; i < nd; i++) {
+    p.in[i] = in[i], p.k[i] = k[i], p.stride[i] = stride, p.pad[i] = pad, p.dil[i] = dil;
+    p.out[i] = (p.in[i] + 2 * pad - dil * (k[i] - 1) - 1) / stride + 1;
+  }
+  const int64_t XS = vol(p.in, nd), YS = vol(p.out, nd), K = vol(p.k, nd), O = p.O;
+  float *x = rnd(N * C * XS, 7), *w = rnd(O * K, 8), *b = rnd(O, 9), *gy = rnd(N * O * YS, 10);
+  conv_run d = run_conv(&p, x, w, b, gy);
+  vnc_conv_params q = p;
+  q.C = 1, q.O = m, q.groups = 1;
+  float *xc = malloc(sizeof(float) * N * XS), *gyc = malloc(sizeof(float) * N * m * YS);
+  int ok = 1;
+  for (int64_t c = 0; c < C; c++) {
+    for (int64_t n = 0; n < N; n++) {
+      memcpy(xc + n * XS, x + (n * C + c) * XS, sizeof(float) * XS);
+      memcpy(gyc + n * m * YS, gy + (n * O + c * m) * YS, sizeof(float) * m * YS);
+    }
+    conv_run r = run_conv(&q, xc, w + c * m * K, b + c * m, gyc);
+    for (int64_t n = 0; n < N; n++) {
+      ok &= close_to(d.y + (n * O + c * m) * YS, r.y + n * m * YS, m * YS, "depthwise forward");
+      ok &= close_to(d.gx + (n * C + c) * XS, r.gx + n * XS, XS, "depthwise grad_input");
+    }
+    ok &= close_to(d.gw + c * m * K, r.gw, m * K, "depthwise grad_weight");
+    ok &= close_to(d.gb + c * m, r.gb, m, "depthwise grad_bias");
+    free_run(&r);
+  }
+  /* channels_last: [N, spatial, C] operands, the same values */
+  vnc_conv_params l = p;
+  l.channels_last = 1;
+  CHECK(vnc_conv_channels_last_ok(&l));
+  float *xl = relayout(x, N, C, XS, 0), *gyl = relayout(gy, N, O, YS, 0);
+  conv_run cl = run_conv(&l, xl, w, b, gyl);
+  float *y2 = relayout(cl.y, N, O, YS, 1), *gx2 = relayout(cl.gx, N, C, XS, 1);
+  ok &= close_to(y2, d.y, N * O * YS, "channels_last depthwise forward");
+  ok &= close_to(gx2, d.gx, N * C * XS, "channels_last depthwise grad_input");
+  ok &= close_to(cl.gw, d.gw, O * K, "channels_last depthwise grad_weight");
+  ok &= close_to(cl.gb, d.gb, O, "channels_last depthwise grad_bias");
+  if (!ok) fprintf(stderr, "depthwise %dd m=%lld stride=%lld pad=%lld dil=%lld\n", nd, (long long)m,
+                   (long long)stride, (long long)pad, (long long)dil);
+  CHECK(ok);
+  free_run(&d), free_run(&cl);
+  free(x), free(w), free(b), free(gy), free(xc), free(gyc), free(xl), free(gyl), free(y2), free(gx2);
+}
+
+/* A pointwise convolution on channels_last operands (one GEMM) equals the NCHW one; other
+ * geometries are refused in that layout. */
+static void pointwise_channels_last(int nd) {
+  const int64_t N = 2, C = 5, O = 4, in[3] = {3, 4, 6};
+  vnc_conv_params p = {.nspatial = nd, .N = N, .C = C, .O = O, .groups = 1, .dtype = VNC_FLOAT32};
+  for (int i = 0; i < nd; i++) p.in[i] = p.out[i] = in[i], p.k[i] = p.stride[i] = p.dil[i] = 1;
+  const int64_t P = vol(p.in, nd);
+  float *x = rnd(N * C * P, 11), *w = rnd(O * C, 12), *b = rnd(O, 13), *gy = rnd(N * O * P, 14);
+  conv_run d = run_conv(&p, x, w, b, gy);
+  vnc_conv_params l = p;
+  l.channels_last = 1;
+  float *xl = relayout(x, N, C, P, 0), *gyl = relayout(gy, N, O, P, 0);
+  conv_run cl = run_conv(&l, xl, w, b, gyl);
+  float *y2 = relayout(cl.y, N, O, P, 1), *gx2 = relayout(cl.gx, N, C, P, 1);
+  CHECK(close_to(y2, d.y, N * O * P, "pointwise forward") && close_to(gx2, d.gx, N * C * P, "pointwise grad_input") &&
+        close_to(cl.gw, d.gw, O * C, "pointwise grad_weight") && close_to(cl.gb, d.gb, O, "pointwise grad_bias"));
+  l.stride[0] = 2; /* strided: not one GEMM */
+  CHECK(!vnc_conv_channels_last_ok(&l));
+  CHECK(vnc_conv_forward(S, "conv", &l, xl, w, b, y2) == VNC_ERR_INVALID_ARGUMENT);
+  free_run(&d), free_run(&cl);
+  free(x), free(w), free(b), free(gy), free(xl), free(gyl), free(y2), free(gx2);
 }
 
 static vnc_volume dense(float *p, int64_t N, int64_t C, int64_t D, int64_t H, int64_t W) {
@@ -335,6 +446,14 @@ int main(void) {
     conv_adjoint(nd, 3, 2, 2, 1);
   }
   conv3d_direct();
+  for (int nd = 1; nd <= 3; nd++) {
+    depthwise_vs_gemm(nd, 1, 1, 1, 1);
+    depthwise_vs_gemm(nd, 2, 1, 0, 1);
+    depthwise_vs_gemm(nd, 1, 2, 1, 1);
+    depthwise_vs_gemm(nd, 2, 2, 2, 2);
+    depthwise_vs_gemm(nd, 1, 3, 4, 2); /* padding past the kernel's reach */
+    pointwise_channels_last(nd);
+  }
   const int kinds[] = {VNC_RS_NEAREST, VNC_RS_NEAREST_EXACT, VNC_RS_LINEAR, VNC_RS_CUBIC, VNC_RS_AREA, VNC_RS_REFLECT,
                        VNC_RS_REPLICATE};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)

@@ -1,8 +1,9 @@
 /* CPU tiers: every elementwise op of the table (each type class it accepts) and the
- * reductions, softmax and layer norm give the same bits on every tier this CPU supports; the
- * branch-free transcendentals of vnc/ew_scalar.h stay within a few ulp of double-precision
- * libm (an independent reference) and keep libm's special values; vnc_fmaf (this file is
- * built for baseline x86-64, so its emulation) equals libm's fmaf bit for bit. */
+ * reductions, softmax, layer norm and the depthwise convolution give the same bits on every
+ * tier this CPU supports; the branch-free transcendentals of vnc/ew_scalar.h stay within a
+ * few ulp of double-precision libm (an independent reference) and keep libm's special values;
+ * vnc_fmaf (this file is built for baseline x86-64, so its emulation) equals libm's fmaf bit
+ * for bit. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -225,6 +226,39 @@ static void reductions_across_tiers(int ntiers, const char *const *names) {
   free(res);
 }
 
+/* The direct depthwise convolution (NCHW and channels_last, strides 1 and 2, channel
+ * multiplier 2; rows of 37 and 19: vector loops, masked tails and borders), forward and every
+ * gradient, gives the same bits on every tier. */
+static void depthwise_across_tiers(int ntiers, const char *const *names) {
+  enum { NB = 2, C = 5, M = 2, O = C * M, H = 19, W = 37, K = 3 };
+  enum { XN = NB * C * H * W, YMAX = NB * O * H * W, WN = O * K * K, OUT = YMAX + XN + WN + O };
+  float *x = malloc(sizeof(float) * XN), *gy = malloc(sizeof(float) * YMAX), *w = malloc(sizeof(float) * WN);
+  float *b = malloc(sizeof(float) * O), *ref = malloc(sizeof(float) * OUT), *res = malloc(sizeof(float) * OUT);
+  fill_f32(x, XN), fill_f32(w, WN), fill_f32(b, O);
+  for (int i = 0; i < XN; i++) x[i] = isfinite(x[i]) ? x[i] : 1.0f; /* finite: NaN payloads aside, bits compare */
+  for (int i = 0; i < YMAX; i++) gy[i] = (float)(next_u32() >> 8) / 65536.0f - 128.0f;
+  for (int i = 0; i < WN; i++) w[i] = (float)(next_u32() >> 8) / 65536.0f - 128.0f;
+  for (int cl = 0; cl <= 1; cl++)
+    for (int64_t st = 1; st <= 2; st++) {
+      vnc_conv_params p = {.nspatial = 2, .N = NB, .C = C, .O = O, .groups = C, .dtype = VNC_FLOAT32,
+                           .in = {H, W}, .k = {K, K}, .stride = {st, st}, .pad = {1, 1}, .dil = {1, 1},
+                           .channels_last = cl};
+      for (int d = 0; d < 2; d++) p.out[d] = (p.in[d] + 2 - (K - 1) - 1) / st + 1;
+      for (int t = 0; t < ntiers; t++) {
+        CHECK_OK(vnc_set_cpu_isa(names[t]));
+        float *o = t ? res : ref;
+        memset(o, 0, sizeof(float) * OUT);
+        CHECK_OK(vnc_conv_forward(S, "dw", &p, x, w, b, o));
+        CHECK_OK(vnc_conv_backward(S, "dw_bwd", &p, gy, x, w, o + YMAX, o + YMAX + XN, o + YMAX + XN + WN));
+        CHECK_OK(vnc_stream_synchronize(S));
+        if (t && !same_bits(ref, res, VNC_FLOAT32, OUT))
+          fprintf(stderr, "depthwise (channels_last %d, stride %lld) differs on %s\n", cl, (long long)st, names[t]);
+        if (t) CHECK(same_bits(ref, res, VNC_FLOAT32, OUT));
+      }
+    }
+  free(x), free(gy), free(w), free(b), free(ref), free(res);
+}
+
 /* The canonical sum of vnc/reduce.h written plainly: 8 lanes per run of 128, run sums, block
  * sums and chunk sums each combined pairwise. */
 static float pairwise_ref(float *v, int64_t n) {
@@ -438,6 +472,7 @@ int main(void) {
   elementwise_across_tiers(ntiers, names);
   reductions_across_tiers(ntiers, names);
   canonical_schedule(ntiers, names);
+  depthwise_across_tiers(ntiers, names);
   accuracy();
   bounded_forms();
   fma_exact();

@@ -1,4 +1,5 @@
-/* vnc/conv.h — convolution (1-D to 3-D, plain and transposed; im2col + BLAS GEMM),
+/* vnc/conv.h — convolution (1-D to 3-D, plain and transposed; im2col + BLAS GEMM, a direct
+ * depthwise kernel, channels_last depthwise and pointwise convolutions in their layout),
  * unfold/fold, batch norm, max and adaptive average pooling. Tensors are contiguous; floating dtypes compute in float32
  * (float64 by the device rule).
  *
@@ -24,13 +25,28 @@ extern "C" {
  *               (out = (in - 1) stride - 2 pad + dil (k - 1) + output_padding + 1; the
  *               caller passes it). bias: [O] or NULL.
  * Products run through BLAS sgemm per (sample, group); im2col rows and col2im channels in
- * parallel; every sum has a fixed order (results never depend on the thread count). */
+ * parallel. A depthwise convolution (plain, groups == C > 1, any channel multiplier O / C)
+ * runs as a direct kernel instead: per (sample, channel) plane, each output row a sum of
+ * shifted input rows (its forward and input gradient), the weight gradient per (sample,
+ * channel) in fixed lanes, samples then added in order. Every sum has a fixed order
+ * (results never depend on the thread count).
+ *
+ * channels_last: input, output, grad_out and grad_input are [N, spatial..., C] (PyTorch's
+ * channels_last / channels_last_3d memory order); the weight stays [O, C / groups, k...].
+ * Only where vnc_conv_channels_last_ok() holds (else VNC_ERR_INVALID_ARGUMENT): a depthwise
+ * convolution (channels innermost in its loops) or a pointwise one (k = 1, stride 1, no
+ * padding, one group: one GEMM [N * spatial, C] x [C, O]). */
 typedef struct vnc_conv_params {
   int32_t nspatial, transposed;
   int64_t N, C, O, groups;
   int64_t in[3], k[3], out[3], stride[3], pad[3], dil[3];
   int32_t dtype;
+  int32_t channels_last;
 } vnc_conv_params;
+
+/* 1 when the convolution p describes runs in the channels_last layout without a copy (see
+ * above): plain, and depthwise or pointwise. */
+int vnc_conv_channels_last_ok(const vnc_conv_params *p);
 
 vnc_status vnc_conv_forward(vnc_stream *s, const char *op, const vnc_conv_params *p, const void *input,
                             const void *weight, const void *bias, void *out);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "dtype.h"
 #include "internal.h"
+#include "tier.h"
 #include "vnc/conv.h"
 #include "vnc/threadpool.h"
 
@@ -168,6 +169,435 @@ static void grad_w(const geom *g, const float *X, const float *Y, float *dW, flo
     }
 }
 
+/* ---------------------------------------------------------------- depthwise and channels_last */
+
+/* A depthwise convolution (groups == C > 1, channel multiplier m = O / C) runs directly, as
+ * lines: every output line (a row of the innermost dim) is a sum of shifted source rows, one
+ * per tap, each a multiply-add over contiguous columns that the tier's vector loop takes
+ * (dw_lines; the border columns, whose source lies in the zero padding for some taps, in
+ * masked vectors that skip those taps). The lines and their taps depend on the geometry only,
+ * so they are built once per task (plan_forward, plan_input_grad, plan_weight_grad: the
+ * forward's grouped by tap) and serve every (sample, channel) plane, 4 planes at once.
+ * Relative to the plain geometry (X input side, Y output side, weight [Cy, 1, K]):
+ *   forward       Y[n, o] line = bias[o] + sum over taps of w[o, tap] * shifted X[n, o / m] row;
+ *   input grad    X[n, c] line phase r (positions r + stride * q of the innermost dim) = sum
+ *                 over j < m and the taps landing on that phase of w[c m + j, tap] * shifted
+ *                 Y[n, c m + j] row (a gather: each element written once; stride 1: one phase);
+ *   weight grad   per (n, o): each tap's dot product of Y[n, o] with its shifted X rows, in
+ *                 VNC_DW_LANES lanes combined pairwise; then the samples added in order
+ *                 (no atomics: every sum has one order, on every tier and thread count).
+ * channels_last operands take the same lines with a pixel of channels per column (dw_cl_lines:
+ * vectors over channels; the input expanded by the multiplier first). */
+
+static int is_depthwise(const vnc_conv_params *p) {
+  return !p->transposed && p->groups == p->C && p->C > 1 && p->O % p->C == 0;
+}
+
+static int is_pointwise(const vnc_conv_params *p) {
+  if (p->transposed || p->groups != 1) return 0;
+  for (int i = 0; i < p->nspatial; i++)
+    if (p->k[i] != 1 || p->stride[i] != 1 || p->pad[i] != 0) return 0;
+  return 1;
+}
+
+int vnc_conv_channels_last_ok(const vnc_conv_params *p) {
+  return p && p->nspatial >= 1 && p->nspatial <= 3 && (is_depthwise(p) || is_pointwise(p));
+}
+
+/* A line table (vnc_dw_lines) being built, and its storage. */
+typedef struct dw_plan {
+  vnc_dw_lines L;
+  int64_t lines;
+  int64_t *ybase, *n, *start, *src, *lo, *hi, *wi;
+  uint64_t *mask;
+} dw_plan;
+
+/* Room for `lines` lines of at most `cols` columns and `taps` taps. */
+static dw_plan plan_alloc(int64_t lines, int64_t taps, int64_t cols, int64_t ycs, int64_t xcs) {
+  dw_plan P;
+  const int64_t tp = taps > 0 ? taps : 1, groups = ycs == 1 && xcs == 1 ? (cols + 63) / 64 : 0;
+  int64_t *m = malloc(sizeof(int64_t) * (size_t)(3 * lines + 1 + 4 * tp));
+  P.lines = 0;
+  P.ybase = m, P.n = m + lines, P.start = m + 2 * lines;
+  P.src = P.start + lines + 1, P.lo = P.src + tp, P.hi = P.lo + tp, P.wi = P.hi + tp;
+  P.mask = groups ? malloc(sizeof(uint64_t) * (size_t)(tp * groups)) : NULL;
+  P.start[0] = 0;
+  P.L = (vnc_dw_lines){.ycs = ycs, .xcs = xcs, .groups = groups, .ybase = P.ybase, .n = P.n, .start = P.start,
+                       .src = P.src, .lo = P.lo, .hi = P.hi, .wi = P.wi, .mask = P.mask};
+  return P;
+}
+
+static void plan_free(dw_plan *P) {
+  free(P->ybase);
+  free(P->mask);
+}
+
+static void plan_line(dw_plan *P, int64_t ybase, int64_t n) {
+  P->ybase[P->lines] = ybase;
+  P->n[P->lines] = n;
+  P->lines++;
+  P->start[P->lines] = P->start[P->lines - 1];
+}
+
+/* A tap of the current line: the source of column i is row + off + i * a, inside its row when
+ * 0 <= off + i * a < Lx; columns where it is not are left out (zero padding), a tap with none
+ * is dropped. */
+static void plan_tap(dw_plan *P, int64_t row, int64_t off, int64_t a, int64_t Lx, int64_t wi) {
+  const int64_t L = P->n[P->lines - 1];
+  const int64_t lo = off >= 0 ? 0 : (-off + a - 1) / a;
+  int64_t hi = Lx - off <= 0 ? 0 : (Lx - off - 1) / a + 1;
+  hi = hi < L ? hi : L;
+  if (lo >= hi) return;
+  const int64_t t = P->start[P->lines]++;
+  P->src[t] = row + off, P->lo[t] = lo, P->hi[t] = hi, P->wi[t] = wi;
+  for (int64_t gr = 0; gr < P->L.groups; gr++) { /* columns [lo, hi) as bits, 64 a word */
+    const int64_t a0 = lo - 64 * gr < 0 ? 0 : lo - 64 * gr, b0 = hi - 64 * gr > 64 ? 64 : hi - 64 * gr;
+    P->mask[t * P->L.groups + gr] = a0 >= b0 ? 0 : (b0 == 64 ? ~0ull : (1ull << b0) - 1ull) & ~((1ull << a0) - 1ull);
+  }
+}
+
+/* Source index of kernel offset kk for output index o along dim d (may be outside). */
+#define SRC_AT(g, d, o, kk) ((o) * (g)->st[d] - (g)->pad[d] + (kk) * (g)->dil[d])
+
+/* Output index o along dim d whose kernel offset kk lands on source index s; 0 when none. */
+static inline int dst_of(const geom *g, int d, int64_t s, int64_t kk, int64_t *o) {
+  const int64_t num = s + g->pad[d] - kk * g->dil[d];
+  if (num < 0 || num % g->st[d]) return 0;
+  *o = num / g->st[d];
+  return *o < g->ys[d];
+}
+
+/* Y's lines from X (forward and weight gradient): tap (k0, k1, k2) has weight index kk. */
+static dw_plan plan_forward(const geom *g) {
+  const int64_t lines = g->ys[0] * g->ys[1];
+  dw_plan P = plan_alloc(lines, lines * g->K, g->ys[2], 1, g->st[2]);
+  for (int64_t a0 = 0; a0 < g->ys[0]; a0++)
+    for (int64_t a1 = 0; a1 < g->ys[1]; a1++) {
+      plan_line(&P, (a0 * g->ys[1] + a1) * g->ys[2], g->ys[2]);
+      for (int64_t k0 = 0; k0 < g->k[0]; k0++) {
+        const int64_t i0 = SRC_AT(g, 0, a0, k0);
+        if (i0 < 0 || i0 >= g->xs[0]) continue;
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++) {
+          const int64_t i1 = SRC_AT(g, 1, a1, k1);
+          if (i1 < 0 || i1 >= g->xs[1]) continue;
+          for (int64_t k2 = 0; k2 < g->k[2]; k2++)
+            plan_tap(&P, (i0 * g->xs[1] + i1) * g->xs[2], SRC_AT(g, 2, 0, k2), g->st[2], g->xs[2],
+                     (k0 * g->k[1] + k1) * g->k[2] + k2);
+        }
+      }
+    }
+  return P;
+}
+
+/* The forward's lines grouped by tap (weight gradient, dw_dot_taps): "line" k = tap k, its
+ * entries the output lines it reaches, wi the index of their column 0 in Y. */
+static dw_plan plan_weight_grad(const geom *g) {
+  const int64_t lines = g->ys[0] * g->ys[1];
+  dw_plan P = plan_alloc(g->K, lines * g->K, g->ys[2], 1, g->st[2]);
+  for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+    for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+      for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+        plan_line(&P, 0, g->ys[2]);
+        for (int64_t a0 = 0; a0 < g->ys[0]; a0++) {
+          const int64_t i0 = SRC_AT(g, 0, a0, k0);
+          if (i0 < 0 || i0 >= g->xs[0]) continue;
+          for (int64_t a1 = 0; a1 < g->ys[1]; a1++) {
+            const int64_t i1 = SRC_AT(g, 1, a1, k1);
+            if (i1 < 0 || i1 >= g->xs[1]) continue;
+            plan_tap(&P, (i0 * g->xs[1] + i1) * g->xs[2], SRC_AT(g, 2, 0, k2), g->st[2], g->xs[2],
+                     (a0 * g->ys[1] + a1) * g->ys[2]);
+          }
+        }
+      }
+  return P;
+}
+
+/* X's lines from Y (input gradient), one per row and phase; sources in m consecutive Y planes
+ * (plane j at j * YS, weights at j * K; channels_last: m = 1, the multiplier lies in the
+ * pixel). */
+static dw_plan plan_input_grad(const geom *g, int64_t m) {
+  const int64_t phases = g->st[2] < g->xs[2] ? g->st[2] : g->xs[2], lines = g->xs[0] * g->xs[1] * phases;
+  dw_plan P = plan_alloc(lines, lines * m * g->K, g->xs[2], g->st[2], 1);
+  for (int64_t s0 = 0; s0 < g->xs[0]; s0++)
+    for (int64_t s1 = 0; s1 < g->xs[1]; s1++)
+      for (int64_t r = 0; r < phases; r++) {
+        plan_line(&P, (s0 * g->xs[1] + s1) * g->xs[2] + r, (g->xs[2] - r + g->st[2] - 1) / g->st[2]);
+        for (int64_t j = 0; j < m; j++)
+          for (int64_t k0 = 0; k0 < g->k[0]; k0++) {
+            int64_t i0, i1;
+            if (!dst_of(g, 0, s0, k0, &i0)) continue;
+            for (int64_t k1 = 0; k1 < g->k[1]; k1++) {
+              if (!dst_of(g, 1, s1, k1, &i1)) continue;
+              for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                const int64_t num = r + g->pad[2] - k2 * g->dil[2];
+                if (((num % g->st[2]) + g->st[2]) % g->st[2]) continue; /* lands on another phase */
+                plan_tap(&P, j * g->YS + (i0 * g->ys[1] + i1) * g->ys[2], num / g->st[2], 1, g->ys[2],
+                         j * g->K + (k0 * g->k[1] + k1) * g->k[2] + k2);
+              }
+            }
+          }
+      }
+  return P;
+}
+#undef SRC_AT
+
+typedef struct dw_job {
+  const geom *g;
+  const vnc_dw_lines *L;
+  int64_t lines, m;
+  const float *x, *w, *b, *y;
+  float *out, *gx; /* out: the result (or an expanded one, channels_last's input gradient); gx: its sum */
+} dw_job;
+
+/* NCHW forward, units (n, block of VNC_DW_PLANES output channels) in [u0, u1). */
+static void dw_fwd_units(void *ctx, int64_t u0, int64_t u1) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  const int64_t blocks = (g->Cy + VNC_DW_PLANES - 1) / VNC_DW_PLANES;
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t n = u / blocks, o0 = u % blocks * VNC_DW_PLANES;
+    float *y[VNC_DW_PLANES], bias[VNC_DW_PLANES];
+    const float *x[VNC_DW_PLANES], *w[VNC_DW_PLANES];
+    int np = 0;
+    for (int64_t o = o0; o < g->Cy && np < VNC_DW_PLANES; o++, np++) {
+      y[np] = j->out + (n * g->Cy + o) * g->YS;
+      x[np] = j->x + (n * g->Cx + o / j->m) * g->XS;
+      w[np] = j->w + o * g->K;
+      bias[np] = j->b ? j->b[o] : 0.0f;
+    }
+    vnc_tier()->dw_lines(j->L, 0, j->lines, np, y, x, w, bias); /* every output line is one of the plan's */
+  }
+}
+
+/* NCHW input gradient, units (n, block of VNC_DW_PLANES input channels) in [u0, u1). */
+static void dw_bwd_in_units(void *ctx, int64_t u0, int64_t u1) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  const int64_t blocks = (g->Cx + VNC_DW_PLANES - 1) / VNC_DW_PLANES;
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t n = u / blocks, c0 = u % blocks * VNC_DW_PLANES;
+    float *x[VNC_DW_PLANES];
+    const float *y[VNC_DW_PLANES], *w[VNC_DW_PLANES];
+    const float zero[VNC_DW_PLANES] = {0};
+    int np = 0;
+    for (int64_t c = c0; c < g->Cx && np < VNC_DW_PLANES; c++, np++) {
+      x[np] = j->out + (n * g->Cx + c) * g->XS;
+      y[np] = j->y + (n * g->Cy + c * j->m) * g->YS;
+      w[np] = j->w + c * j->m * g->K;
+    }
+    vnc_tier()->dw_lines(j->L, 0, j->lines, np, x, y, w, zero); /* every element is on one line */
+  }
+}
+
+/* NCHW weight gradient, units (n, block of VNC_DW_PLANES output channels) in [u0, u1):
+ * out[(n * Cy + o) * K + tap], the sample's sums. */
+static void dw_bwd_w_units(void *ctx, int64_t u0, int64_t u1) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  const int64_t blocks = (g->Cy + VNC_DW_PLANES - 1) / VNC_DW_PLANES, A = g->K * VNC_DW_LANES;
+  float *buf = malloc(sizeof(float) * (size_t)(A * VNC_DW_PLANES));
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t n = u / blocks, o0 = u % blocks * VNC_DW_PLANES;
+    float *acc[VNC_DW_PLANES];
+    const float *y[VNC_DW_PLANES], *x[VNC_DW_PLANES];
+    int np = 0;
+    for (int64_t o = o0; o < g->Cy && np < VNC_DW_PLANES; o++, np++) {
+      acc[np] = buf + np * A;
+      y[np] = j->y + (n * g->Cy + o) * g->YS;
+      x[np] = j->x + (n * g->Cx + o / j->m) * g->XS;
+    }
+    memset(buf, 0, sizeof(float) * (size_t)(A * np));
+    vnc_tier()->dw_dot_taps(j->L, 0, g->K, np, acc, y, x);
+    for (int p = 0; p < np; p++)
+      for (int64_t k = 0; k < g->K; k++)
+        j->out[(n * g->Cy + o0 + p) * g->K + k] = vnc_pairwise_sum(acc[p] + k * VNC_DW_LANES, VNC_DW_LANES);
+  }
+  free(buf);
+}
+
+/* dst[r] = the samples' partial sums part[n * rows + r] added in order. */
+static void sum_samples(const float *part, int64_t N, int64_t rows, float *dst) {
+  if (N == 0) memset(dst, 0, sizeof(float) * (size_t)rows);
+  for (int64_t r = 0; r < rows && N > 0; r++) {
+    float s = part[r];
+    for (int64_t n = 1; n < N; n++) s = s + part[n * rows + r];
+    dst[r] = s;
+  }
+}
+
+static int64_t grain_of(int64_t work) { return 1 + 65536 / (work + 1); }
+
+static void dw_forward(const geom *g, const float *X, const float *W, const float *b, float *Y) {
+  dw_plan P = plan_forward(g);
+  dw_job j = {.g = g, .L = &P.L, .lines = P.lines, .m = g->Cy / g->Cx, .x = X, .w = W, .b = b, .out = Y};
+  const int64_t blocks = (g->Cy + VNC_DW_PLANES - 1) / VNC_DW_PLANES;
+  vnc_parallel_for(g->N * blocks, grain_of(g->YS * g->K * VNC_DW_PLANES), dw_fwd_units, &j);
+  plan_free(&P);
+}
+
+static void dw_backward(const geom *g, const float *X, const float *W, const float *GY, float *GX, float *GW) {
+  const int64_t m = g->Cy / g->Cx;
+  if (GX) {
+    dw_plan P = plan_input_grad(g, m);
+    dw_job j = {.g = g, .L = &P.L, .lines = P.lines, .m = m, .w = W, .y = GY, .out = GX};
+    const int64_t blocks = (g->Cx + VNC_DW_PLANES - 1) / VNC_DW_PLANES;
+    vnc_parallel_for(g->N * blocks, grain_of(g->XS * g->K * m * VNC_DW_PLANES), dw_bwd_in_units, &j);
+    plan_free(&P);
+  }
+  if (GW) {
+    dw_plan P = plan_weight_grad(g);
+    float *part = malloc(sizeof(float) * (size_t)(g->N * g->Cy * g->K > 0 ? g->N * g->Cy * g->K : 1));
+    dw_job j = {.g = g, .L = &P.L, .lines = P.lines, .m = m, .x = X, .y = GY, .out = part};
+    const int64_t blocks = (g->Cy + VNC_DW_PLANES - 1) / VNC_DW_PLANES;
+    vnc_parallel_for(g->N * blocks, grain_of(g->YS * g->K * VNC_DW_PLANES), dw_bwd_w_units, &j);
+    sum_samples(part, g->N, g->Cy * g->K, GW);
+    free(part);
+    plan_free(&P);
+  }
+}
+
+/* Channels_last: pixels of Cy channels (the input expanded by the multiplier, x[..., o] =
+ * input[..., o / m]), the weight transposed to [K, Cy]. Forward and input gradient: units
+ * (n, line); weight gradient: units (n, block of DW_CB channels) into per-sample partials. */
+#define DW_CB 64
+
+static void dwcl_fwd_units(void *ctx, int64_t u0, int64_t u1) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  const vnc_dw_lines *L = j->L;
+  const int64_t C = g->Cy;
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t n = u / j->lines, l = u % j->lines;
+    vnc_tier()->dw_cl_lines(L, l, l + 1, C, C, j->out + n * g->YS * C, j->x + n * g->XS * C, j->w, j->b);
+  }
+}
+
+static void dwcl_bwd_in_units(void *ctx, int64_t u0, int64_t u1) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  const vnc_dw_lines *L = j->L;
+  const int64_t C = g->Cy, m = j->m;
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t n = u / j->lines, l = u % j->lines;
+    float *e = j->out + n * g->XS * C;
+    vnc_tier()->dw_cl_lines(L, l, l + 1, C, C, e, j->y + n * g->YS * C, j->w, j->b); /* b: C zeros */
+    if (m > 1) /* the expanded gradient summed over the multiplier, j in order */
+      for (int64_t i = 0; i < L->n[l]; i++) {
+        const int64_t px = L->ybase[l] + i * L->ycs;
+        const float *ep = e + px * C;
+        float *gp = j->gx + (n * g->XS + px) * g->Cx;
+        for (int64_t c = 0; c < g->Cx; c++) {
+          float s = ep[c * m];
+          for (int64_t jm = 1; jm < m; jm++) s = s + ep[c * m + jm];
+          gp[c] = s;
+        }
+      }
+  }
+}
+
+static void dwcl_bwd_w_units(void *ctx, int64_t u0, int64_t u1) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  const int64_t C = g->Cy, nb = (C + DW_CB - 1) / DW_CB;
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t n = u / nb, c0 = u % nb * DW_CB, cn = C - c0 < DW_CB ? C - c0 : DW_CB;
+    float *acc = j->out + n * g->K * C + c0; /* sample n's [K, C] */
+    for (int64_t k = 0; k < g->K; k++) memset(acc + k * C, 0, sizeof(float) * (size_t)cn);
+    vnc_tier()->dw_cl_dot_lines(j->L, 0, j->lines, cn, C, acc, j->y + n * g->YS * C + c0, j->x + n * g->XS * C + c0);
+  }
+}
+
+/* The channels_last input expanded by the multiplier (X itself when m == 1). */
+static const float *expand_channels(const geom *g, const float *X, float **owned) {
+  const int64_t m = g->Cy / g->Cx, pixels = g->N * g->XS;
+  *owned = NULL;
+  if (m == 1) return X;
+  float *e = malloc(sizeof(float) * (size_t)(pixels * g->Cy > 0 ? pixels * g->Cy : 1));
+  for (int64_t p = 0; p < pixels; p++)
+    for (int64_t o = 0; o < g->Cy; o++) e[p * g->Cy + o] = X[p * g->Cx + o / m];
+  *owned = e;
+  return e;
+}
+
+/* The weight [Cy, K] transposed to [K, Cy]. */
+static float *transpose_weight(const geom *g, const float *W) {
+  float *wt = malloc(sizeof(float) * (size_t)(g->K * g->Cy > 0 ? g->K * g->Cy : 1));
+  for (int64_t o = 0; o < g->Cy; o++)
+    for (int64_t k = 0; k < g->K; k++) wt[k * g->Cy + o] = W[o * g->K + k];
+  return wt;
+}
+
+static void dwcl_forward(const geom *g, const float *X, const float *W, const float *b, float *Y) {
+  float *ex, *wt = transpose_weight(g, W), *zero = b ? NULL : calloc((size_t)g->Cy + 1, sizeof(float));
+  dw_plan P = plan_forward(g);
+  dw_job j = {.g = g, .L = &P.L, .lines = P.lines, .m = g->Cy / g->Cx, .x = expand_channels(g, X, &ex), .w = wt,
+              .b = b ? b : zero, .out = Y}; /* every output pixel lies on one of the lines */
+  vnc_parallel_for(g->N * P.lines, grain_of(g->ys[2] * g->K * g->Cy), dwcl_fwd_units, &j);
+  plan_free(&P);
+  free(zero);
+  free(wt);
+  free(ex);
+}
+
+static void dwcl_backward(const geom *g, const float *X, const float *W, const float *GY, float *GX, float *GW) {
+  const int64_t m = g->Cy / g->Cx;
+  float *wt = transpose_weight(g, W);
+  if (GX) {
+    dw_plan P = plan_input_grad(g, 1);
+    float *e = m > 1 ? malloc(sizeof(float) * (size_t)(g->N * g->XS * g->Cy > 0 ? g->N * g->XS * g->Cy : 1)) : GX;
+    float *zero = calloc((size_t)g->Cy + 1, sizeof(float));
+    dw_job j = {.g = g, .L = &P.L, .lines = P.lines, .m = m, .w = wt, .b = zero, .y = GY, .out = e, .gx = GX};
+    vnc_parallel_for(g->N * P.lines, grain_of(g->xs[2] * g->K * g->Cy), dwcl_bwd_in_units, &j);
+    free(zero);
+    if (e != GX) free(e);
+    plan_free(&P);
+  }
+  if (GW) {
+    dw_plan P = plan_forward(g);
+    float *ex, *part = malloc(sizeof(float) * (size_t)(g->N * g->K * g->Cy > 0 ? g->N * g->K * g->Cy : 1));
+    dw_job j = {.g = g, .L = &P.L, .lines = P.lines, .m = m, .x = expand_channels(g, X, &ex), .y = GY, .out = part};
+    const int64_t nb = (g->Cy + DW_CB - 1) / DW_CB;
+    vnc_parallel_for(g->N * nb, grain_of(g->YS * g->K * DW_CB), dwcl_bwd_w_units, &j);
+    /* partials [N][K][Cy] summed over the samples in order, then transposed to [Cy, K] */
+    sum_samples(part, g->N, g->K * g->Cy, wt);
+    for (int64_t o = 0; o < g->Cy; o++)
+      for (int64_t k = 0; k < g->K; k++) GW[o * g->K + k] = wt[k * g->Cy + o];
+    free(part);
+    free(ex);
+    plan_free(&P);
+  }
+  free(wt);
+}
+
+/* Channels-last pointwise: X [P, Cx], Y [P, Cy] with P = N * spatial, W [Cy, Cx]. */
+static void pw_forward(const geom *g, const float *X, const float *W, const float *b, float *Y) {
+  const int64_t P = g->N * g->XS;
+  if (b)
+    for (int64_t p = 0; p < P; p++) memcpy(Y + p * g->Cy, b, sizeof(float) * (size_t)g->Cy);
+  vnc_sgemm(0, 1, P, g->Cy, g->Cx, 1.0f, X, g->Cx, W, g->Cx, b ? 1.0f : 0.0f, Y, g->Cy);
+}
+
+static void pw_backward(const geom *g, const float *X, const float *W, const float *GY, float *GX, float *GW) {
+  const int64_t P = g->N * g->XS;
+  if (GX) vnc_sgemm(0, 0, P, g->Cx, g->Cy, 1.0f, GY, g->Cy, W, g->Cx, 0.0f, GX, g->Cx);
+  if (GW) vnc_sgemm(1, 0, g->Cy, g->Cx, P, 1.0f, GY, g->Cy, X, g->Cx, 0.0f, GW, g->Cx);
+}
+
+/* The bias gradient of a channels-last grad_out [N, S, O]: per sample the pixels added in
+ * order (a vector over channels), then the samples in order. */
+static void bias_grad_cl(const float *GY, int64_t N, int64_t S, int64_t O, float *gb) {
+  float *acc = malloc(sizeof(float) * (size_t)(O > 0 ? O : 1));
+  for (int64_t n = 0; n < N; n++) {
+    memset(acc, 0, sizeof(float) * (size_t)O);
+    for (int64_t s = 0; s < S; s++) {
+      const float *r = GY + (n * S + s) * O;
+      for (int64_t o = 0; o < O; o++) acc[o] = acc[o] + r[o];
+    }
+    for (int64_t o = 0; o < O; o++) gb[o] = n ? gb[o] + acc[o] : acc[o];
+  }
+  free(acc);
+}
+
 typedef struct conv_task {
   vnc_conv_params p;
   const void *in, *w, *b, *go;
@@ -180,6 +610,29 @@ static int64_t vol(const int64_t *s, int n) {
   return v;
 }
 
+/* Which engine runs a convolution: im2col + GEMM, or a direct one (vnc/conv.h). */
+enum { ENGINE_GEMM, ENGINE_DEPTHWISE, ENGINE_DEPTHWISE_CL, ENGINE_POINTWISE_CL };
+static int engine_of(const vnc_conv_params *p) {
+  if (p->channels_last) return is_depthwise(p) ? ENGINE_DEPTHWISE_CL : ENGINE_POINTWISE_CL;
+  return is_depthwise(p) ? ENGINE_DEPTHWISE : ENGINE_GEMM;
+}
+
+static float *im2col_buffer(const geom *g) {
+  const int64_t n = (g->Cx / g->G) * g->K * g->YS;
+  return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
+
+/* The float32 result buffer: dst itself for float32, else a temporary (store_f32 after). */
+static float *f32_out(void *dst, int32_t dtype, int64_t n) {
+  return dtype == VNC_FLOAT32 ? dst : malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
+
+static void finish_out(void *dst, int32_t dtype, float *buf, int64_t n) {
+  if (buf == dst) return;
+  store_f32(dst, dtype, buf, n);
+  free(buf);
+}
+
 static vnc_status conv_fwd_run(void *arg) {
   conv_task *t = arg;
   const vnc_conv_params *p = &t->p;
@@ -190,25 +643,29 @@ static vnc_status conv_fwd_run(void *arg) {
   const float *in = as_f32(t->in, p->dtype, in_n, &oi);
   const float *w = as_f32(t->w, p->dtype, w_n, &ow);
   const float *b = as_f32(t->b, p->dtype, p->O, &ob);
-  float *out = p->dtype == VNC_FLOAT32 ? t->out : malloc(sizeof(float) * (size_t)(out_n > 0 ? out_n : 1));
-  float *col = malloc(sizeof(float) * (size_t)((g.Cx / g.G) * g.K * g.YS > 0 ? (g.Cx / g.G) * g.K * g.YS : 1));
-  if (p->transposed) {
-    memset(out, 0, sizeof(float) * (size_t)out_n);
-    to_x(&g, in, w, out, col);
-  } else {
-    to_y(&g, in, w, out, col);
-  }
-  if (b)
-    for (int64_t n = 0; n < p->N; n++)
-      for (int64_t o = 0; o < p->O; o++) {
-        float *r = out + (n * p->O + o) * OS;
-        for (int64_t q = 0; q < OS; q++) r[q] += b[o];
+  float *out = f32_out(t->out, p->dtype, out_n);
+  switch (engine_of(p)) {
+    case ENGINE_DEPTHWISE: dw_forward(&g, in, w, b, out); break;
+    case ENGINE_DEPTHWISE_CL: dwcl_forward(&g, in, w, b, out); break;
+    case ENGINE_POINTWISE_CL: pw_forward(&g, in, w, b, out); break;
+    default: {
+      float *col = im2col_buffer(&g);
+      if (p->transposed) {
+        memset(out, 0, sizeof(float) * (size_t)out_n);
+        to_x(&g, in, w, out, col);
+      } else {
+        to_y(&g, in, w, out, col);
       }
-  if (out != t->out) {
-    store_f32(t->out, p->dtype, out, out_n);
-    free(out);
+      free(col);
+      if (b)
+        for (int64_t n = 0; n < p->N; n++)
+          for (int64_t o = 0; o < p->O; o++) {
+            float *r = out + (n * p->O + o) * OS;
+            for (int64_t q = 0; q < OS; q++) r[q] += b[o];
+          }
+    }
   }
-  free(col);
+  finish_out(t->out, p->dtype, out, out_n);
   free(oi);
   free(ow);
   free(ob);
@@ -225,26 +682,43 @@ static vnc_status conv_bwd_run(void *arg) {
   const float *in = as_f32(t->in, p->dtype, in_n, &oi);
   const float *w = as_f32(t->w, p->dtype, w_n, &ow);
   const float *go = as_f32(t->go, p->dtype, out_n, &og);
-  float *col = malloc(sizeof(float) * (size_t)((g.Cx / g.G) * g.K * g.YS > 0 ? (g.Cx / g.G) * g.K * g.YS : 1));
-  float *gi = t->gi ? calloc((size_t)(in_n > 0 ? in_n : 1), sizeof(float)) : NULL;
-  float *gw = t->gw ? calloc((size_t)(w_n > 0 ? w_n : 1), sizeof(float)) : NULL;
-  /* X and Y sides of the plain geometry: the convolution's (input, grad_out), or reversed */
-  const float *X = p->transposed ? go : in, *Y = p->transposed ? in : go;
-  if (gw) grad_w(&g, X, Y, gw, col);
-  if (gi) {
-    if (p->transposed) to_y(&g, go, w, gi, col);
-    else to_x(&g, go, w, gi, col);
+  float *gi = t->gi ? f32_out(t->gi, p->dtype, in_n) : NULL;
+  float *gw = t->gw ? f32_out(t->gw, p->dtype, w_n) : NULL;
+  switch (engine_of(p)) {
+    case ENGINE_DEPTHWISE: dw_backward(&g, in, w, go, gi, gw); break;
+    case ENGINE_DEPTHWISE_CL: dwcl_backward(&g, in, w, go, gi, gw); break;
+    case ENGINE_POINTWISE_CL: pw_backward(&g, in, w, go, gi, gw); break;
+    default: {
+      float *col = im2col_buffer(&g);
+      /* X and Y sides of the plain geometry: the convolution's (input, grad_out), or reversed */
+      const float *X = p->transposed ? go : in, *Y = p->transposed ? in : go;
+      if (gw) {
+        memset(gw, 0, sizeof(float) * (size_t)w_n);
+        grad_w(&g, X, Y, gw, col);
+      }
+      if (gi) {
+        if (p->transposed) {
+          to_y(&g, go, w, gi, col);
+        } else {
+          memset(gi, 0, sizeof(float) * (size_t)in_n);
+          to_x(&g, go, w, gi, col);
+        }
+      }
+      free(col);
+    }
   }
   if (t->gb) {
     float *gb = calloc((size_t)(p->O > 0 ? p->O : 1), sizeof(float));
-    for (int64_t o = 0; o < p->O; o++)
-      for (int64_t n = 0; n < p->N; n++) gb[o] += vnc_canonical_sum(go + (n * p->O + o) * OS, OS);
+    if (p->channels_last)
+      bias_grad_cl(go, p->N, OS, p->O, gb);
+    else
+      for (int64_t o = 0; o < p->O; o++)
+        for (int64_t n = 0; n < p->N; n++) gb[o] += vnc_canonical_sum(go + (n * p->O + o) * OS, OS);
     store_f32(t->gb, p->dtype, gb, p->O);
     free(gb);
   }
-  if (gi) { store_f32(t->gi, p->dtype, gi, in_n); free(gi); }
-  if (gw) { store_f32(t->gw, p->dtype, gw, w_n); free(gw); }
-  free(col);
+  if (gi) finish_out(t->gi, p->dtype, gi, in_n);
+  if (gw) finish_out(t->gw, p->dtype, gw, w_n);
   free(oi);
   free(ow);
   free(og);
@@ -263,6 +737,10 @@ static vnc_status check_conv(const char *op, const vnc_conv_params *p) {
       return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: invalid kernel size, stride, padding or dilation", op);
   if (!vnc_dtype_is_floating(p->dtype))
     return vnc_set_error(VNC_ERR_UNSUPPORTED, "\"%s\" not implemented for '%s'", op, vnc_dtype_name(p->dtype));
+  if (p->channels_last && !vnc_conv_channels_last_ok(p))
+    return vnc_set_error(VNC_ERR_INVALID_ARGUMENT,
+                         "%s: a channels_last convolution must be depthwise or pointwise (kernel 1, stride 1, no "
+                         "padding, one group)", op);
   return VNC_OK;
 }
 
@@ -330,6 +808,7 @@ static vnc_status fold_launch(vnc_stream *s, const char *op, const vnc_conv_para
   q.groups = 1;
   q.O = q.C;
   q.transposed = 0;
+  q.channels_last = 0;
   /* bool too: its values pass float32 exactly, and fold's sum, nonzero when any term is true,
    * stores as ATen's bool += (a logical or) */
   vnc_conv_params checked = q;

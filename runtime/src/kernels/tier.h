@@ -59,6 +59,22 @@ typedef struct vnc_attn_rows {
   float *scratch;
 } vnc_attn_rows;
 
+/* The lines of a depthwise convolution (conv.c builds them once per task from the geometry):
+ * line l has n[l] columns, column i at ybase[l] + i * ycs of the output; its taps t = start[l]
+ * .. start[l + 1] - 1, in order, each add a weight (index wi[t]) times the source at src[t] +
+ * i * xcs for the columns i in [lo[t], hi[t]) (whose source lies inside its row; src[t]
+ * itself, column 0's, may lie outside). Indices count elements (NCHW) or pixels
+ * (channels_last). With ycs == xcs == 1, mask[t * groups + g] holds those columns as bits
+ * (bit b: column 64 g + b), `groups` words per tap. */
+typedef struct vnc_dw_lines {
+  int64_t ycs, xcs, groups;
+  const int64_t *ybase, *n, *start;
+  const int64_t *src, *lo, *hi, *wi;
+  const uint64_t *mask;
+} vnc_dw_lines;
+#define VNC_DW_LANES 16 /* partial sums per tap of dw_dot_taps */
+#define VNC_DW_PLANES 4 /* planes one dw_lines call takes at most */
+
 typedef struct vnc_tier_ops {
   const char *name;
   vnc_ew_kernel ew[VNC_EW_COUNT][EW_NCLS];
@@ -95,6 +111,28 @@ typedef struct vnc_tier_ops {
                      float *aw, float *ab, float *xh, float *g);
   /* The attention softmax passes described at vnc_attn_rows. */
   void (*attn_cols)(const vnc_attn_rows *p);
+  /* The depthwise convolution's lines [l0, l1) of L (see vnc_dw_lines); every term is a
+   * multiply then an add, taps added in their order. dw_lines, in np <= VNC_DW_PLANES planes
+   * (y[p], x[p], w[p]) side by side: y[ybase + i * ycs] += w[wi] * x[src + i * xcs] (the
+   * vector path: ycs == xcs == 1), each line's y first set to init[p] (init NULL: y as it
+   * is). dw_dot_taps takes a table grouped by tap instead (weight gradients): "line" k is
+   * tap k, its entries t = start[k] .. start[k + 1] - 1 the output lines the tap reaches, wi[t]
+   * the index of such a line's column 0 in y; in np planes, acc[p][k * VNC_DW_LANES + i %
+   * VNC_DW_LANES] += y[p][wi + i] * x[p][src + i * xcs], i in order per lane (fixed lanes, so
+   * every tier sums alike), for taps [k0, k1). dw_cl_lines and dw_cl_dot_lines are the
+   * same with a pixel of channels per column (channels_last): channels c < C of pixels ld
+   * floats apart, y[(ybase + i * ycs) * ld + c] += w[wi * ld + c] * x[(src + i * xcs) * ld + c]
+   * (each pixel first set to init[c], a vector of C; init NULL: y as it is),
+   * and acc[wi * ld + c] += y[(ybase + i) * ld + c] * x[(src + i * xcs) * ld + c]. No output
+   * may overlap an input. */
+  void (*dw_lines)(const vnc_dw_lines *L, int64_t l0, int64_t l1, int np, float *const *y, const float *const *x,
+                   const float *const *w, const float *init);
+  void (*dw_dot_taps)(const vnc_dw_lines *L, int64_t k0, int64_t k1, int np, float *const *acc, const float *const *y,
+                      const float *const *x);
+  void (*dw_cl_lines)(const vnc_dw_lines *L, int64_t l0, int64_t l1, int64_t C, int64_t ld, float *y, const float *x,
+                      const float *w, const float *init);
+  void (*dw_cl_dot_lines)(const vnc_dw_lines *L, int64_t l0, int64_t l1, int64_t C, int64_t ld, float *acc,
+                          const float *y, const float *x);
 } vnc_tier_ops;
 
 enum { VNC_TIER_BASELINE, VNC_TIER_AVX2, VNC_TIER_AVX512, VNC_TIER_COUNT };

@@ -669,6 +669,364 @@ static void softmax_row(float *y, const float *x, const float *yo, int64_t n, in
   }
 }
 
+/* ---------------------------------------------------------------- depthwise convolution rows */
+
+static inline mm_vec mm_splat(float s) {
+#if defined(__AVX512F__)
+  return (mm_vec)_mm512_set1_ps(s);
+#elif defined(__AVX__)
+  return (mm_vec)_mm256_set1_ps(s);
+#elif defined(__SSE2__)
+  return (mm_vec)_mm_set1_ps(s);
+#else
+  mm_vec v;
+  for (int l = 0; l < MM_W; l++) v[l] = s;
+  return v;
+#endif
+}
+
+/* The first r (1..MM_W) floats at p, the other lanes 0; nothing past them is read. */
+static inline mm_vec mm_load_part(const float *p, int64_t r) {
+#if defined(__AVX512F__)
+  return (mm_vec)_mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1u), p);
+#elif defined(__AVX2__)
+  const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return (mm_vec)_mm256_maskload_ps(p, m);
+#else
+  mm_vec v = {0};
+  memcpy(&v, p, sizeof(float) * (size_t)(r < 0 ? 0 : r > MM_W ? MM_W : r)); /* (the bound: for GCC's checks) */
+  return v;
+#endif
+}
+
+/* Stores the first r (1..MM_W) lanes of v at p; nothing past them is written. */
+static inline void mm_store_part(float *p, mm_vec v, int64_t r) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(p, (__mmask16)((1u << r) - 1u), (__m512)v);
+#elif defined(__AVX2__)
+  const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  _mm256_maskstore_ps(p, m, (__m256)v);
+#else
+  memcpy(p, &v, sizeof(float) * (size_t)(r < 0 ? 0 : r > MM_W ? MM_W : r));
+#endif
+}
+
+static inline void mm_store(float *p, mm_vec v) { memcpy(p, &v, sizeof v); }
+
+/* The lanes l whose bit is set in `bits` (below 1 << MM_W) of base[idx + l], the other lanes
+ * 0: only those lanes are read. base + idx may lie before base (a border column's source,
+ * left of its row), so the address is formed as an integer. */
+static inline mm_vec mm_load_bits(const float *base, int64_t idx, uint32_t bits) {
+  const float *p = (const float *)((uintptr_t)base + (uintptr_t)(idx * (int64_t)sizeof(float)));
+#if defined(__AVX512F__)
+  return (mm_vec)_mm512_maskz_loadu_ps((__mmask16)bits, p);
+#elif defined(__AVX2__)
+  const __m256i lb = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return (mm_vec)_mm256_maskload_ps(p, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), lb), lb));
+#else
+  mm_vec v = {0};
+  for (int l = 0; l < MM_W; l++)
+    if (bits >> l & 1u) v[l] = base[idx + l];
+  (void)p;
+  return v;
+#endif
+}
+
+/* v + d in the lanes whose bit is set in `bits`, v in the others. */
+static inline mm_vec mm_add_bits(mm_vec v, mm_vec d, uint32_t bits) {
+#if defined(__AVX512F__)
+  return (mm_vec)_mm512_mask_add_ps((__m512)v, (__mmask16)bits, (__m512)v, (__m512)d);
+#elif defined(__AVX2__)
+  const __m256i lb = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 m = (__m256)_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), lb), lb);
+  return (mm_vec)_mm256_blendv_ps((__m256)v, (__m256)(v + d), m);
+#else
+  const mm_vec s = v + d;
+  for (int l = 0; l < MM_W; l++)
+    if (bits >> l & 1u) v[l] = s[l];
+  return v;
+#endif
+}
+
+/* Lanes [a, b) as bits (0 <= a <= b <= MM_W). */
+static inline uint32_t lane_bits(int64_t a, int64_t b) {
+  return (uint32_t)(((1ull << b) - 1ull) & ~((1ull << a) - 1ull));
+}
+
+#define MM_ALL ((uint32_t)((1ull << MM_W) - 1ull))
+
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Up to DW_G vectors of a line (or of a pixel's channels) at once, of up to DW_P planes: their
+ * tap chains overlap. */
+#define DW_G 4
+#define DW_P VNC_DW_PLANES
+
+/* Columns [i0, i0 + len) (len <= NV vectors) of line l in NP planes at once: each tap's lane
+ * ranges worked out once for all of them, NP * NV independent sums in registers. */
+static inline __attribute__((always_inline)) void dw_group(const vnc_dw_lines *L, int64_t l, int64_t i0, int64_t len,
+                                                           float *const *y, const float *const *x,
+                                                           const float *const *w, const float *init, const int NP,
+                                                           const int NV) {
+  const int64_t *src = L->src, *wi = L->wi, yb = L->ybase[l] + i0, G = L->groups, gi = i0 / 64, sh = i0 % 64;
+  const uint64_t *mask = L->mask;
+  mm_vec v[DW_P][DW_G];
+#pragma GCC unroll 4
+  for (int p = 0; p < NP; p++)
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; q++)
+      v[p][q] = init                  ? mm_splat(init[p])
+                : (q + 1) * MM_W <= len ? mm_load(y[p] + yb + q * MM_W)
+                                        : mm_load_part(y[p] + yb + q * MM_W, len - q * MM_W);
+  for (int64_t t = L->start[l]; t < L->start[l + 1]; t++) {
+    const uint64_t m = mask[t * G + gi] >> sh; /* the tap's columns from i0 on */
+    const int64_t s = src[t] + i0, k = wi[t];
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; q++) {
+      const uint32_t bits = (uint32_t)(m >> (q * MM_W)) & MM_ALL;
+#if defined(__AVX512F__) /* masked loads and adds cost as much as plain ones */
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; p++)
+        v[p][q] = mm_add_bits(v[p][q], mm_splat(w[p][k]) * mm_load_bits(x[p], s + q * MM_W, bits), bits);
+#else
+      if (bits == MM_ALL) {
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; p++) v[p][q] = v[p][q] + mm_splat(w[p][k]) * mm_load(x[p] + s + q * MM_W);
+      } else if (bits) {
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; p++)
+          v[p][q] = mm_add_bits(v[p][q], mm_splat(w[p][k]) * mm_load_bits(x[p], s + q * MM_W, bits), bits);
+      }
+#endif
+    }
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < NP; p++)
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; q++) {
+      if ((q + 1) * MM_W <= len) mm_store(y[p] + yb + q * MM_W, v[p][q]);
+      else mm_store_part(y[p] + yb + q * MM_W, v[p][q], len - q * MM_W);
+    }
+}
+
+static void dw_lines(const vnc_dw_lines *L, int64_t l0, int64_t l1, int np, float *const *y, const float *const *x,
+                     const float *const *w, const float *init) {
+  const int64_t ycs = L->ycs, xcs = L->xcs;
+  for (int64_t l = l0; l < l1; l++) {
+    const int64_t n = L->n[l];
+    if (ycs != 1 || xcs != 1) { /* strided (a stride, or a gradient's phase): taps outer, same order */
+      for (int p = 0; p < np; p++) {
+        float *yl = y[p] + L->ybase[l];
+        if (init)
+          for (int64_t i = 0; i < n; i++) yl[i * ycs] = init[p];
+        for (int64_t t = L->start[l]; t < L->start[l + 1]; t++) {
+          const float wt = w[p][L->wi[t]];
+          const int64_t s = L->src[t], lo = L->lo[t], hi = L->hi[t];
+          for (int64_t i = lo; i < hi; i++) yl[i * ycs] = yl[i * ycs] + wt * x[p][s + i * xcs];
+        }
+      }
+      continue;
+    }
+    for (int64_t i0 = 0; i0 < n; i0 += DW_G * MM_W) {
+      const int64_t len = min64(DW_G * MM_W, n - i0), nv = (len + MM_W - 1) / MM_W;
+      /* planes side by side while their sums fit in registers (8 vectors or fewer) */
+      if (np == 4 && nv <= 2) {
+        if (nv == 1) dw_group(L, l, i0, len, y, x, w, init, 4, 1);
+        else dw_group(L, l, i0, len, y, x, w, init, 4, 2);
+        continue;
+      }
+      int p = 0;
+      for (; p < np; p += 2) {
+        const float *in = init ? init + p : NULL;
+        if (p + 1 < np) {
+          switch (nv) {
+            case 1: dw_group(L, l, i0, len, y + p, x + p, w + p, in, 2, 1); break;
+            case 2: dw_group(L, l, i0, len, y + p, x + p, w + p, in, 2, 2); break;
+            case 3: dw_group(L, l, i0, len, y + p, x + p, w + p, in, 2, 3); break;
+            default: dw_group(L, l, i0, len, y + p, x + p, w + p, in, 2, 4); break;
+          }
+        } else {
+          switch (nv) {
+            case 1: dw_group(L, l, i0, len, y + p, x + p, w + p, in, 1, 1); break;
+            case 2: dw_group(L, l, i0, len, y + p, x + p, w + p, in, 1, 2); break;
+            case 3: dw_group(L, l, i0, len, y + p, x + p, w + p, in, 1, 3); break;
+            default: dw_group(L, l, i0, len, y + p, x + p, w + p, in, 1, 4); break;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* The weight gradient's taps in np planes at once: a tap's lanes held in registers over all
+ * of its lines (L grouped by tap: see dw_dot_taps in tier.h). */
+#define DWV (VNC_DW_LANES / MM_W)
+static inline __attribute__((always_inline)) void dw_dot_tap(const vnc_dw_lines *L, int64_t k, float *const *acc,
+                                                             const float *const *g, const float *const *x,
+                                                             const int NP) {
+  const int64_t G = L->groups;
+  mm_vec a[DW_P][DWV];
+  for (int p = 0; p < NP; p++)
+    for (int v = 0; v < DWV; v++) a[p][v] = mm_load(acc[p] + k * VNC_DW_LANES + v * MM_W);
+  for (int64_t e = L->start[k]; e < L->start[k + 1]; e++) {
+    const int64_t s = L->src[e], gb = L->wi[e], lo = L->lo[e], hi = L->hi[e];
+    for (int64_t i0 = lo - lo % VNC_DW_LANES; i0 < hi; i0 += VNC_DW_LANES) {
+      const uint64_t m = L->mask[e * G + i0 / 64] >> (i0 % 64);
+#pragma GCC unroll 4
+      for (int v = 0; v < DWV; v++) {
+        const int64_t c = i0 + v * MM_W;
+        const uint32_t bits = (uint32_t)(m >> (v * MM_W)) & MM_ALL;
+        if (bits == MM_ALL) {
+#pragma GCC unroll 4
+          for (int p = 0; p < NP; p++) a[p][v] = a[p][v] + mm_load(g[p] + gb + c) * mm_load(x[p] + s + c);
+        } else if (bits) {
+#pragma GCC unroll 4
+          for (int p = 0; p < NP; p++)
+            a[p][v] = mm_add_bits(a[p][v], mm_load_bits(g[p], gb + c, bits) * mm_load_bits(x[p], s + c, bits), bits);
+        }
+      }
+    }
+  }
+  for (int p = 0; p < NP; p++)
+    for (int v = 0; v < DWV; v++) mm_store(acc[p] + k * VNC_DW_LANES + v * MM_W, a[p][v]);
+}
+
+static void dw_dot_taps(const vnc_dw_lines *L, int64_t k0, int64_t k1, int np, float *const *acc,
+                        const float *const *g, const float *const *x) {
+  for (int64_t k = k0; k < k1; k++) {
+    if (L->xcs != 1) { /* strided: lanes by column, columns in order */
+      for (int p = 0; p < np; p++) {
+        float *ac = acc[p] + k * VNC_DW_LANES;
+        for (int64_t e = L->start[k]; e < L->start[k + 1]; e++) {
+          const int64_t s = L->src[e], gb = L->wi[e], xcs = L->xcs;
+          for (int64_t i = L->lo[e]; i < L->hi[e]; i++)
+            ac[i % VNC_DW_LANES] = ac[i % VNC_DW_LANES] + g[p][gb + i] * x[p][s + i * xcs];
+        }
+      }
+      continue;
+    }
+    int p = 0;
+    for (; p + 4 <= np && DWV <= 2; p += 4) dw_dot_tap(L, k, acc + p, g + p, x + p, 4);
+    for (; p + 2 <= np; p += 2) dw_dot_tap(L, k, acc + p, g + p, x + p, 2);
+    for (; p < np; p++) dw_dot_tap(L, k, acc + p, g + p, x + p, 1);
+  }
+}
+#undef DWV
+
+/* Channels_last: each column a pixel of channels. Up to DW_G channel vectors of PB pixels at
+ * once: a tap's weight vectors are loaded once for the PB pixels; a pixel whose source for the
+ * tap lies outside its row skips the tap. The last vector of a group is masked at the
+ * channels' end (r lanes). */
+static inline __attribute__((always_inline)) void dw_cl_block(const vnc_dw_lines *L, int64_t l, int64_t i0, int64_t c,
+                                                              int64_t r, int64_t ld, float *y, const float *x,
+                                                              const float *w, const float *init, const int NV,
+                                                              const int PB) {
+  const int64_t ycs = L->ycs, xcs = L->xcs, yb = L->ybase[l];
+  mm_vec v[4][DW_G];
+#pragma GCC unroll 4
+  for (int b = 0; b < PB; b++)
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; q++) {
+      const float *yp = init ? init + c + q * MM_W : y + (yb + (i0 + b) * ycs) * ld + c + q * MM_W;
+      v[b][q] = q + 1 < NV || r == MM_W ? mm_load(yp) : mm_load_part(yp, r);
+    }
+  for (int64_t t = L->start[l]; t < L->start[l + 1]; t++) {
+    const int64_t lo = L->lo[t], hi = L->hi[t];
+    if (hi <= i0 || lo >= i0 + PB) continue;
+    const float *wp = w + L->wi[t] * ld + c, *xp = x + (L->src[t] + i0 * xcs) * ld + c; /* pixel i0's source */
+    mm_vec wv[DW_G];
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; q++) wv[q] = q + 1 < NV || r == MM_W ? mm_load(wp + q * MM_W) : mm_load_part(wp + q * MM_W, r);
+#pragma GCC unroll 4
+    for (int b = 0; b < PB; b++) {
+      if (i0 + b < lo || i0 + b >= hi) continue;
+#pragma GCC unroll 4
+      for (int q = 0; q < NV; q++) {
+        const float *xq = xp + b * xcs * ld + q * MM_W;
+        v[b][q] = v[b][q] + wv[q] * (q + 1 < NV || r == MM_W ? mm_load(xq) : mm_load_part(xq, r));
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int b = 0; b < PB; b++)
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; q++) {
+      float *yp = y + (yb + (i0 + b) * ycs) * ld + c + q * MM_W;
+      if (q + 1 < NV || r == MM_W) mm_store(yp, v[b][q]);
+      else mm_store_part(yp, v[b][q], r);
+    }
+}
+
+/* One channel group of pixels [i0, n) of line l: blocks of 4 pixels (2 for 3 or 4 vectors:
+ * 8 sums in registers), then single pixels. */
+#define DW_CL_RUN(NV, PB4)                                                                 \
+  do {                                                                                     \
+    int64_t i = 0;                                                                         \
+    for (; i + (PB4) <= n; i += (PB4)) dw_cl_block(L, l, i, c, r, ld, y, x, w, init, NV, PB4); \
+    for (; i < n; i++) dw_cl_block(L, l, i, c, r, ld, y, x, w, init, NV, 1);                   \
+  } while (0)
+
+static void dw_cl_lines(const vnc_dw_lines *L, int64_t l0, int64_t l1, int64_t C, int64_t ld, float *y, const float *x,
+                        const float *w, const float *init) {
+  for (int64_t l = l0; l < l1; l++) {
+    const int64_t n = L->n[l];
+    for (int64_t c = 0; c < C; c += DW_G * MM_W) {
+      const int64_t nv = min64(DW_G, (C - c + MM_W - 1) / MM_W), r = C - c - (nv - 1) * MM_W; /* last: r lanes */
+      switch (nv) {
+        case 1: DW_CL_RUN(1, 4); break;
+        case 2: DW_CL_RUN(2, 4); break;
+        case 3: DW_CL_RUN(3, 2); break;
+        default: DW_CL_RUN(4, 2); break;
+      }
+    }
+  }
+}
+#undef DW_CL_RUN
+
+/* Taps outer, the accumulators of up to DW_G channel vectors held over the tap's columns. */
+static inline __attribute__((always_inline)) void dw_cl_dot_tap(float *ap, const float *g, const float *x, int64_t s,
+                                                                int64_t xcs, int64_t lo, int64_t hi, int64_t ld,
+                                                                int64_t c, int64_t r, const int NV) {
+  mm_vec a[DW_G];
+#pragma GCC unroll 4
+  for (int q = 0; q < NV; q++) a[q] = q + 1 < NV || r == MM_W ? mm_load(ap + c + q * MM_W) : mm_load_part(ap + c + q * MM_W, r);
+  for (int64_t i = lo; i < hi; i++) {
+    const float *gp = g + i * ld + c, *xp = x + (s + i * xcs) * ld + c;
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; q++)
+      a[q] = a[q] + (q + 1 < NV || r == MM_W ? mm_load(gp + q * MM_W) * mm_load(xp + q * MM_W)
+                                : mm_load_part(gp + q * MM_W, r) * mm_load_part(xp + q * MM_W, r));
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < NV; q++) {
+    if (q + 1 < NV || r == MM_W) mm_store(ap + c + q * MM_W, a[q]);
+    else mm_store_part(ap + c + q * MM_W, a[q], r);
+  }
+}
+
+static void dw_cl_dot_lines(const vnc_dw_lines *L, int64_t l0, int64_t l1, int64_t C, int64_t ld, float *acc,
+                            const float *y, const float *x) {
+  for (int64_t l = l0; l < l1; l++) {
+    const float *g = y + L->ybase[l] * ld;
+    for (int64_t t = L->start[l]; t < L->start[l + 1]; t++) {
+      float *ap = acc + L->wi[t] * ld;
+      const int64_t lo = L->lo[t], hi = L->hi[t], s = L->src[t], xcs = L->xcs;
+      for (int64_t c = 0; c < C; c += DW_G * MM_W) {
+        const int64_t nv = min64(DW_G, (C - c + MM_W - 1) / MM_W), r = C - c - (nv - 1) * MM_W;
+        switch (nv) {
+          case 1: dw_cl_dot_tap(ap, g, x, s, xcs, lo, hi, ld, c, r, 1); break;
+          case 2: dw_cl_dot_tap(ap, g, x, s, xcs, lo, hi, ld, c, r, 2); break;
+          case 3: dw_cl_dot_tap(ap, g, x, s, xcs, lo, hi, ld, c, r, 3); break;
+          default: dw_cl_dot_tap(ap, g, x, s, xcs, lo, hi, ld, c, r, 4); break;
+        }
+      }
+    }
+  }
+}
+#undef DW_G
+#undef DW_P
+#undef MM_ALL
+
 /* ---------------------------------------------------------------- the table */
 
 #define EW_KERNEL_ENTRY(CLS, TT, DT, COL, name) ew_##name##_##CLS,
@@ -694,5 +1052,9 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .softmax_row = softmax_row,
     .ln_bwd_row = ln_bwd_row,
     .attn_cols = attn_cols,
+    .dw_lines = dw_lines,
+    .dw_dot_taps = dw_dot_taps,
+    .dw_cl_lines = dw_cl_lines,
+    .dw_cl_dot_lines = dw_cl_dot_lines,
 };
 #pragma GCC diagnostic pop
