@@ -285,6 +285,18 @@ static int tiled(const red_task *t) {
          llabs(t->it.strides[in][t->outer_dims[0]]) < llabs(t->it.strides[in][t->red_dims[0]]);
 }
 
+/* Input row r of a tile of nt outputs starting at `base` as float32: in place when `direct`
+ * (float32, unit stride), else converted into `row`. */
+static const float *tile_row(const red_task *t, const char *base, int64_t r, int64_t nt, int direct, float *row) {
+  const int in = t->it.nops - 1;
+  const char *p = base + red_offset(t, in, r);
+  if (direct) return (const float *)p;
+  char *ptrs[2] = {(char *)row, (char *)p};
+  const int64_t strides[2] = {4, t->it.strides[in][t->outer_dims[0]]};
+  vnc_copy_loop(VNC_FLOAT32, t->it.dtypes[in])(NULL, ptrs, strides, nt, 0);
+  return row;
+}
+
 /* Extremes of a tile of outputs, a row of nt at a time (vectorised across the row): the first
  * extreme of each column in reduced order, NaN winning and then staying. */
 static void extreme_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, partial *out) {
@@ -292,18 +304,10 @@ static void extreme_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, 
   const char *base = t->it.data[in] + outer_offset(t, in, o0);
   const int64_t st0 = t->it.strides[in][t->outer_dims[0]];
   const int direct = t->it.dtypes[in] == VNC_FLOAT32 && st0 == 4;
-  vnc_loop_fn conv = vnc_copy_loop(VNC_FLOAT32, t->it.dtypes[in]);
   float m[TILE], row[TILE];
   int32_t idx[TILE]; /* row within the chunk (< VNC_REDUCE_CHUNK): float32's width, one vector */
   for (int64_t r = r0; r < r1; r++) {
-    const char *p = base + red_offset(t, in, r);
-    const float *x = (const float *)p;
-    if (!direct) {
-      char *ptrs[2] = {(char *)row, (char *)p};
-      const int64_t strides[2] = {4, st0};
-      conv(NULL, ptrs, strides, nt, 0);
-      x = row;
-    }
+    const float *x = tile_row(t, base, r, nt, direct, row);
     if (r == r0) {
       memcpy(m, x, sizeof(float) * (size_t)nt);
       memset(idx, 0, sizeof idx);
@@ -341,7 +345,6 @@ static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, i
   const int in = t->it.nops - 1;
   const char *base = t->it.data[in] + outer_offset(t, in, o0);
   const int64_t st0 = t->it.strides[in][t->outer_dims[0]];
-  vnc_loop_fn conv = vnc_copy_loop(VNC_FLOAT32, t->it.dtypes[in]);
   const int direct = t->it.dtypes[in] == VNC_FLOAT32 && st0 == 4;
   float shift[TILE];
   for (int64_t j = 0; j < nt; j++) shift[j] = t->means ? t->means[o0 + j] : 0.0f;
@@ -360,14 +363,7 @@ static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, i
         vnc_tier()->tile_run(lanes, (const float *)(base + q * rs), rs / 4, qend - q, nt, square ? shift : NULL);
       } else {
         for (int64_t r = q; r < qend; r++) {
-          const char *p = base + red_offset(t, in, r);
-          const float *x = (const float *)p;
-          if (!direct) {
-            char *ptrs[2] = {(char *)row, (char *)p};
-            const int64_t strides[2] = {4, st0};
-            conv(NULL, ptrs, strides, nt, 0);
-            x = row;
-          }
+          const float *x = tile_row(t, base, r, nt, direct, row);
           float *l = lanes[(r - q) & 7];
           if (square) for (int64_t j = 0; j < nt; j++) { float v = x[j] - shift[j]; l[j] += v * v; }
           else for (int64_t j = 0; j < nt; j++) l[j] += x[j];
