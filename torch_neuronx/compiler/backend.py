@@ -125,7 +125,8 @@ def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> list:
                 in_shapes |= free_symbols((*v.shape, *v.stride(), v.storage_offset()))
 
     def scalar_operand(user, node):  # `node` is an operand of a tensor op that treats it as a scalar
-        if user.target not in _SCALAR_OPERAND or node in user.kwargs.values():
+        if user.op not in ("call_function", "call_method") or user.target not in _SCALAR_OPERAND \
+                or node in user.kwargs.values():
             return False
         others = [val(a) for a in user.args if a is not node]
         tensors = [t for t in others if isinstance(t, torch.Tensor)]
@@ -498,3 +499,6 @@ def _with_int_tensors(fn, positions):
         return fn(*args)
 
     return call
+
+
+__all__ = ["neuron_backend", "has_native_kernel"]
