@@ -334,7 +334,8 @@ vnc_attention attention_args(const at::Tensor& q, const at::Tensor& k, const at:
 
 // Key and value heads: as many as the query's, or (grouped-query attention) a divisor of them.
 void check_heads(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  TORCH_CHECK_VALUE(k.size(1) == v.size(1) && k.size(1) > 0 && q.size(1) % k.size(1) == 0, op, ": query has ",
+  TORCH_CHECK_VALUE(k.size(1) == v.size(1) && (k.size(1) == q.size(1) || (k.size(1) > 0 && q.size(1) % k.size(1) == 0)),
+                    op, ": query has ",
                     q.size(1), " heads, key ", k.size(1), " and value ", v.size(1),
                     "; key and value need the same number of heads, which must divide the query's");
 }
