@@ -340,6 +340,15 @@ static inline float vnc_f_clamp(float a, const vnc_ew_params *P) {
   r = (has_hi && !(r <= hi)) ? hi : r;
   return isnan(a) ? a : r;
 }
+/* clamp with tensor bounds: vnc_f_min(vnc_f_max(a, lo), hi) (a NaN a stays NaN), NaN when a bound
+ * is NaN (as ATen), written as plain selects: GCC (-fno-trapping-math) leaves the nested
+ * NaN-propagating form scalar, ~20x slower. */
+static inline float vnc_f_clamp_tensor(float a, float lo, float hi) {
+  float r = a > lo ? a : lo;
+  r = r < hi ? r : hi;
+  r = isnan(a) ? a : r;
+  return (isnan(lo) || isnan(hi)) ? NAN : r;
+}
 static inline float vnc_f_lerp(float a, float b, float w) {
   return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }

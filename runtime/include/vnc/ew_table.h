@@ -120,7 +120,7 @@ typedef struct vnc_ew_na {
   X(relu, 1, S, a < 0.0f ? 0.0f : a, (T)(a > 0 ? a : 0), a, VNC_NA) \
   X(clamp, 1, S, vnc_f_clamp(a, P), VNC_I_CLAMP(T, a), VNC_NA, VNC_NA) \
   /* clamp with tensor bounds b (min) and c (max): NaN when a bound is NaN (as ATen) */ \
-  X(clamp_tensor, 3, S, (isnan(b) || isnan(c)) ? NAN : vnc_f_min(vnc_f_max(a, b), c), (T)((a < b ? b : a) > c ? c : (a < b ? b : a)), VNC_NA, VNC_NA) \
+  X(clamp_tensor, 3, S, vnc_f_clamp_tensor(a, b, c), (T)((a < b ? b : a) > c ? c : (a < b ? b : a)), VNC_NA, VNC_NA) \
   X(gelu, 1, S, vnc_f_gelu(a), VNC_NA, VNC_NA, VNC_NA) \
   X(gelu_tanh, 1, S, vnc_f_gelu_tanh(a), VNC_NA, VNC_NA, VNC_NA) \
   X(silu, 1, S, vnc_f_silu(a), VNC_NA, VNC_NA, VNC_NA) \
