@@ -536,6 +536,18 @@ typedef struct fill_index_task {
 static void fill_index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {
   const fill_index_task *t = ctx;
   const int32_t dt = t->it.dtypes[0];
+  if (t->kind == 0 && dt == VNC_FLOAT32 && st[0] == 4 && n <= INT32_MAX) { /* dense float32, int64: vectorised */
+    float *o = (float *)data[0];
+    const double start = t->start, step = t->step, base = (double)index; /* index + k exactly (< 2^53) */
+    for (int32_t k = 0; k < (int32_t)n; k++) o[k] = (float)(start + step * (base + (double)k));
+    return;
+  }
+  if (t->kind == 0 && dt == VNC_INT64 && st[0] == 8) {
+    int64_t *o = (int64_t *)data[0];
+    const int64_t start = t->istart, step = t->istep;
+    for (int64_t k = 0; k < n; k++) o[k] = start + step * (index + k);
+    return;
+  }
   for (int64_t k = 0; k < n; k++) {
     char *p = data[0] + k * st[0];
     int64_t lin = index + k;
