@@ -419,7 +419,8 @@ static void unit_body(void *ctx, int64_t u0, int64_t u1) {
   for (int64_t u = u0; u < u1; u++) {
     int64_t o = u / t->nchunks, c = u % t->nchunks;
     int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
-    t->parts[u] = reduce_range(t, o, r0, r1);
+    if (!t->parts) store_direct(t, o, reduce_range(t, o, r0, r1)); /* one chunk: stored at once */
+    else t->parts[u] = reduce_range(t, o, r0, r1);
   }
 }
 
@@ -461,7 +462,7 @@ static void store_outputs(red_task *t, int64_t o, partial p) {
 }
 
 /* Whether each output is one float32 value or int64 index stored as it is: then a partial is
- * stored as soon as it is computed (store_direct), without the partials array, on the tiled path. */
+ * stored as soon as it is computed (store_direct), without the partials array. */
 static int direct_store(const red_task *t) {
   const int32_t dt0 = t->it.dtypes[0];
   const int arg = t->op == VNC_RED_ARGMAX || t->op == VNC_RED_ARGMIN,
@@ -502,7 +503,7 @@ static void run_pass(red_task *t) {
 
 static vnc_status red_run(void *p) {
   red_task *t = p;
-  if (t->R > 0 && t->op != VNC_RED_VAR && tiled(t) && direct_store(t)) { /* no partials array */
+  if (t->R > 0 && t->op != VNC_RED_VAR && direct_store(t)) { /* no partials array */
     t->parts = NULL;
     run_pass(t);
     return VNC_OK;
