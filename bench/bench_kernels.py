@@ -192,16 +192,47 @@ def gpt_step(contention: bool) -> Result:
         return timed(name, make, step, "neuron time <= 1.0x CPU (ratio >= 1.0)")
 
 
+def assorted() -> list[Result]:
+    """Ops an op-by-op sweep against CPU found slow (their figures in the closing notes): topk at
+    vocabulary sizes, extreme and leading-dim reductions, float16 conversions, clamp with tensor
+    bounds, arange, depthwise and channels_last 1x1 convolution, grouped-query attention."""
+    B = (16, 128, 768)
+    half = lambda d: randn(*B)(d).half()  # noqa: E731
+    cl = lambda *shape: lambda d: randn(*shape)(d).contiguous(memory_format=torch.channels_last)  # noqa: E731
+    gqa = args(randn(4, 8, 512, 64), randn(4, 2, 512, 64, seed=1), randn(4, 2, 512, 64, seed=2))
+    return [
+        timed("topk k=50 of 8x50257", args(randn(8, 50257)), lambda x: torch.topk(x, 50)),
+        timed("amax(-1) of 16x128x768", args(randn(*B)), lambda x: x.amax(-1)),
+        timed("amax(0) of 16x128x768", args(randn(*B)), lambda x: x.amax(0)),
+        timed("argmax(-1) of 16x128x768", args(randn(*B)), lambda x: x.argmax(-1)),
+        timed("sum(0) of 16x128x768", args(randn(*B)), lambda x: x.sum(0)),
+        timed("float32 -> float16 16x128x768", args(randn(*B)), lambda x: x.half()),
+        timed("float16 -> float32 16x128x768", args(half), lambda x: x.float()),
+        timed("float16 add 16x128x768", args(half, half), torch.add),
+        timed("clamp(x, lo, hi) tensors 16x128x768", args(randn(*B), randn(*B, seed=1), randn(*B, seed=2)),
+              lambda x, lo, hi: torch.clamp(x, lo, hi.abs())),
+        timed("arange 1M float32", lambda d: (d,), lambda d: torch.arange(1 << 20, dtype=torch.float32, device=d)),
+        timed("depthwise conv2d 3x3 8x64x56x56", args(randn(8, 64, 56, 56), randn(64, 1, 3, 3, seed=1)),
+              lambda x, w: F.conv2d(x, w, padding=1, groups=64)),
+        timed("depthwise conv2d 3x3 channels_last 8x64x56x56", args(cl(8, 64, 56, 56), randn(64, 1, 3, 3, seed=1)),
+              lambda x, w: F.conv2d(x, w, padding=1, groups=64)),
+        timed("conv2d 1x1 channels_last 8x64x56x56", args(cl(8, 64, 56, 56), randn(64, 64, 1, 1, seed=1)),
+              F.conv2d),
+        timed("SDPA GQA 4x8|2x512x64 causal", gqa,
+              lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)),
+    ]
+
+
 def main() -> None:
     global REPEAT
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="3 runs per figure instead of 5")
-    parser.add_argument("--only", default="", help="comma-separated groups: gemm,ew,rows,attn,gpt,overhead")
+    parser.add_argument("--only", default="", help="comma-separated groups: gemm,ew,rows,attn,gpt,overhead,assorted")
     opts = parser.parse_args()
     if opts.quick:
         REPEAT = 3
-    groups = set(opts.only.split(",")) if opts.only else {"gemm", "ew", "rows", "attn", "gpt", "overhead"}
+    groups = set(opts.only.split(",")) if opts.only else {"gemm", "ew", "rows", "attn", "gpt", "overhead", "assorted"}
     results = []
     if "gemm" in groups:
         results.append(throughput("sgemm 1024x1024x1024",
@@ -213,6 +244,8 @@ def main() -> None:
         results += rows_and_norms()
     if "attn" in groups:
         results.append(attention())
+    if "assorted" in groups:
+        results += assorted()
     if "gpt" in groups:
         results += [gpt_step(False), gpt_step(True)]
     if "overhead" in groups:
