@@ -14,6 +14,7 @@ host supports with both set alike). The header names the CPU, both tiers and thr
 Run: `make bench` (or `python bench/bench_kernels.py [--json] [--quick]`)."""
 import argparse
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -39,13 +40,20 @@ def throughput(name, make, fn, work, unit, target="", repeat=None):
     return Result(name, unit, work / t_dev, work / t_cpu, t_cpu / t_dev, target)
 
 
-def timed(name, make, fn, target="", repeat=None):
-    """Time per call in ms; ratio = CPU time / neuron time."""
+def timed(name, make, fn, target="", repeat=None, calls=1):
+    """Time per call in ms; ratio = CPU time / neuron time. With `calls`, each timed run makes
+    that many calls back to back (as a loop does: one synchronisation, no launch latency per
+    call) and the time per call is reported."""
     repeat = repeat or REPEAT
     args_cpu = make("cpu")
     args_dev = make("neuron")
-    t_cpu, t_dev = best_pair(lambda: fn(*args_cpu), lambda: fn(*args_dev), repeat=repeat)
-    return Result(name, "ms", t_dev * 1e3, t_cpu * 1e3, t_cpu / t_dev, target)
+
+    def run(a):
+        for _ in range(calls):
+            fn(*a)
+
+    t_cpu, t_dev = best_pair(lambda: run(args_cpu), lambda: run(args_dev), repeat=repeat)
+    return Result(name, "ms", t_dev * 1e3 / calls, t_cpu * 1e3 / calls, t_cpu / t_dev, target)
 
 
 def randn(*shape, seed=0):
@@ -195,7 +203,9 @@ def gpt_step(contention: bool) -> Result:
 def assorted() -> list[Result]:
     """Ops an op-by-op sweep against CPU found slow (their figures in the closing notes): topk at
     vocabulary sizes, extreme and leading-dim reductions, float16 conversions, clamp with tensor
-    bounds, arange, depthwise and channels_last 1x1 convolution, grouped-query attention."""
+    bounds, arange, depthwise and channels_last 1x1 convolution, grouped-query attention. Ten
+    calls per timed run: sub-millisecond ops are timed as a loop runs them."""
+    timed = functools.partial(globals()["timed"], calls=10)
     B = (16, 128, 768)
     half = lambda d: randn(*B)(d).half()  # noqa: E731
     cl = lambda *shape: lambda d: randn(*shape)(d).contiguous(memory_format=torch.channels_last)  # noqa: E731
