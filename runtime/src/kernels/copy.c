@@ -56,7 +56,23 @@ const vnc_store_f64_fn vnc_store_f64[VNC_DTYPE_END] = {VNC_DTYPES(RT_STORE_F)};
 const vnc_store_i64_fn vnc_store_i64[VNC_DTYPE_END] = {VNC_DTYPES(RT_STORE_I)};
 const vnc_load_f64_fn vnc_load_f64[VNC_DTYPE_END] = {VNC_DTYPES(RT_LOAD_F)};
 
-/* Same-dtype copies of dense runs are memcpy. */
+/* Same-dtype copies of dense runs are memcpy; a dense run written from a reversed run, or
+ * backwards from a dense one (flip), or from another stride, takes typed loads and stores,
+ * which the compiler vectorises. */
+#define STRIDED_COPY(T)                                                                    \
+  static void strided_##T(T *d, const char *s, const int64_t *st, int64_t n) {             \
+    if (st[0] < 0)                                                                         \
+      for (int64_t i = 0; i < n; i++) d[-i] = ((const T *)s)[i];                           \
+    else if (st[1] == -(int64_t)sizeof(T))                                                 \
+      for (int64_t i = 0; i < n; i++) d[i] = ((const T *)s)[-i];                           \
+    else                                                                                   \
+      for (int64_t i = 0; i < n; i++) memcpy(d + i, s + i * st[1], sizeof(T));             \
+  }
+STRIDED_COPY(uint8_t)
+STRIDED_COPY(uint16_t)
+STRIDED_COPY(uint32_t)
+STRIDED_COPY(uint64_t)
+
 static void copy_bytes(void *ctx, char **data, const int64_t *st, int64_t n, int64_t i0) {
   (void)i0;
   int64_t es = *(const int64_t *)ctx;
@@ -64,7 +80,15 @@ static void copy_bytes(void *ctx, char **data, const int64_t *st, int64_t n, int
     memmove(data[0], data[1], (size_t)(n * es));
     return;
   }
-  for (int64_t i = 0; i < n; i++) memcpy(data[0] + i * st[0], data[1] + i * st[1], (size_t)es);
+  const int typed = st[0] == es || (st[0] == -es && st[1] == es);
+  switch (typed ? es : 0) {
+    case 1: strided_uint8_t((uint8_t *)data[0], data[1], st, n); return;
+    case 2: strided_uint16_t((uint16_t *)data[0], data[1], st, n); return;
+    case 4: strided_uint32_t((uint32_t *)data[0], data[1], st, n); return;
+    case 8: strided_uint64_t((uint64_t *)data[0], data[1], st, n); return;
+    default:
+      for (int64_t i = 0; i < n; i++) memcpy(data[0] + i * st[0], data[1] + i * st[1], (size_t)es);
+  }
 }
 
 typedef struct copy_task {
