@@ -70,7 +70,7 @@ typedef struct col_job {
   float *col;     /* [(Cx / G) * K, YS] */
 } col_job;
 
-/* Source position of kernel offset (a, b, c) for output position (y0, y1, y2), per dim. */
+/* Source index of kernel offset kk for output index o along dim d (may lie outside the input). */
 #define SRC(g, d, o, kk) ((o) * (g)->st[d] - (g)->pad[d] + (kk) * (g)->dil[d])
 
 /* im2col rows [r0, r1): row = (channel, kernel offset), each independent. */
@@ -126,7 +126,6 @@ static void col2im_channels(void *ctx, int64_t c0, int64_t c1) {
       }
     }
 }
-#undef SRC
 
 static void im2col(const geom *g, float *x, float *col) {
   col_job j = {g, x, col};
@@ -256,9 +255,6 @@ static void plan_tap(dw_plan *P, int64_t row, int64_t off, int64_t a, int64_t Lx
   }
 }
 
-/* Source index of kernel offset kk for output index o along dim d (may be outside). */
-#define SRC_AT(g, d, o, kk) ((o) * (g)->st[d] - (g)->pad[d] + (kk) * (g)->dil[d])
-
 /* Output index o along dim d whose kernel offset kk lands on source index s; 0 when none. */
 static inline int dst_of(const geom *g, int d, int64_t s, int64_t kk, int64_t *o) {
   const int64_t num = s + g->pad[d] - kk * g->dil[d];
@@ -275,13 +271,13 @@ static dw_plan plan_forward(const geom *g) {
     for (int64_t a1 = 0; a1 < g->ys[1]; a1++) {
       plan_line(&P, (a0 * g->ys[1] + a1) * g->ys[2], g->ys[2]);
       for (int64_t k0 = 0; k0 < g->k[0]; k0++) {
-        const int64_t i0 = SRC_AT(g, 0, a0, k0);
+        const int64_t i0 = SRC(g, 0, a0, k0);
         if (i0 < 0 || i0 >= g->xs[0]) continue;
         for (int64_t k1 = 0; k1 < g->k[1]; k1++) {
-          const int64_t i1 = SRC_AT(g, 1, a1, k1);
+          const int64_t i1 = SRC(g, 1, a1, k1);
           if (i1 < 0 || i1 >= g->xs[1]) continue;
           for (int64_t k2 = 0; k2 < g->k[2]; k2++)
-            plan_tap(&P, (i0 * g->xs[1] + i1) * g->xs[2], SRC_AT(g, 2, 0, k2), g->st[2], g->xs[2],
+            plan_tap(&P, (i0 * g->xs[1] + i1) * g->xs[2], SRC(g, 2, 0, k2), g->st[2], g->xs[2],
                      (k0 * g->k[1] + k1) * g->k[2] + k2);
         }
       }
@@ -299,12 +295,12 @@ static dw_plan plan_weight_grad(const geom *g) {
       for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
         plan_line(&P, 0, g->ys[2]);
         for (int64_t a0 = 0; a0 < g->ys[0]; a0++) {
-          const int64_t i0 = SRC_AT(g, 0, a0, k0);
+          const int64_t i0 = SRC(g, 0, a0, k0);
           if (i0 < 0 || i0 >= g->xs[0]) continue;
           for (int64_t a1 = 0; a1 < g->ys[1]; a1++) {
-            const int64_t i1 = SRC_AT(g, 1, a1, k1);
+            const int64_t i1 = SRC(g, 1, a1, k1);
             if (i1 < 0 || i1 >= g->xs[1]) continue;
-            plan_tap(&P, (i0 * g->xs[1] + i1) * g->xs[2], SRC_AT(g, 2, 0, k2), g->st[2], g->xs[2],
+            plan_tap(&P, (i0 * g->xs[1] + i1) * g->xs[2], SRC(g, 2, 0, k2), g->st[2], g->xs[2],
                      (a0 * g->ys[1] + a1) * g->ys[2]);
           }
         }
@@ -339,7 +335,7 @@ static dw_plan plan_input_grad(const geom *g, int64_t m) {
       }
   return P;
 }
-#undef SRC_AT
+#undef SRC
 
 typedef struct dw_job {
   const geom *g;
