@@ -202,8 +202,9 @@ def gpt_step(contention: bool) -> Result:
 
 def assorted() -> list[Result]:
     """Ops an op-by-op sweep against CPU found slow (their figures in the closing notes): topk at
-    vocabulary sizes, extreme and leading-dim reductions, float16 conversions, clamp with tensor
-    bounds, arange, depthwise and channels_last 1x1 convolution, grouped-query attention. Ten
+    vocabulary sizes, extreme and leading-dim reductions, short-row and multi-dim means and sums,
+    transposed copies, float16 conversions, clamp with tensor bounds, arange, depthwise and
+    channels_last 1x1 convolution, grouped-query attention. Ten
     calls per timed run: sub-millisecond ops are timed as a loop runs them."""
     timed = functools.partial(globals()["timed"], calls=10)
     B = (16, 128, 768)
@@ -216,6 +217,14 @@ def assorted() -> list[Result]:
         timed("amax(0) of 16x128x768", args(randn(*B)), lambda x: x.amax(0)),
         timed("argmax(-1) of 16x128x768", args(randn(*B)), lambda x: x.argmax(-1)),
         timed("sum(0) of 16x128x768", args(randn(*B)), lambda x: x.sum(0)),
+        timed("mean(-1) of 16x128x768", args(randn(*B)), lambda x: x.mean(-1)),
+        timed("mean((2, 3)) of 32x512x7x7 (global average pool)", args(randn(32, 512, 7, 7)), lambda x: x.mean((2, 3))),
+        timed("sum((0, 2, 3)) of 32x64x56x56", args(randn(32, 64, 56, 56)), lambda x: x.sum((0, 2, 3))),
+        timed("t().contiguous() 1024x1024", args(randn(1024, 1024)), lambda x: x.t().contiguous()),
+        timed("transpose(1, 2).contiguous() 16x128x768", args(randn(*B)), lambda x: x.transpose(1, 2).contiguous()),
+        timed("NCHW -> NHWC 32x64x56x56", args(randn(32, 64, 56, 56)), lambda x: x.permute(0, 2, 3, 1).contiguous()),
+        timed("bfloat16 t().contiguous() 1024x1024", args(lambda d: randn(1024, 1024)(d).bfloat16()),
+              lambda x: x.t().contiguous()),
         timed("float32 -> float16 16x128x768", args(randn(*B)), lambda x: x.half()),
         timed("float16 -> float32 16x128x768", args(half), lambda x: x.float()),
         timed("float16 add 16x128x768", args(half, half), torch.add),

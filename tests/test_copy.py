@@ -318,3 +318,25 @@ def test_float16_conversions_match_cpu_bit_for_bit():
         got, want = src.to("neuron").half().cpu(), src.half()
         assert torch.equal(got.isnan(), want.isnan())
         assert torch.equal(got[~want.isnan()].view(torch.int16), want[~want.isnan()].view(torch.int16))
+
+
+TRANSPOSE_CASES = [  # (base shape, permutation): the source dense along another dim than the result
+    ((37, 29), (1, 0)), ((8, 8), (1, 0)), ((64, 130), (1, 0)), ((3, 17, 40), (0, 2, 1)),
+    ((2, 9, 11, 24), (0, 2, 3, 1)), ((2, 24, 9, 11), (0, 3, 1, 2)), ((5, 16, 3, 12), (0, 2, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int16, torch.bfloat16, torch.float32,
+                                   torch.int64, torch.float64, torch.complex64, torch.complex128], ids=str)
+@pytest.mark.parametrize("case", range(len(TRANSPOSE_CASES)))
+def test_transposed_copies_are_exact(native, dtype, case):
+    """contiguous() of permuted tensors (8 x 8 register tiles and their edges, every element
+    width), also from a flipped or offset source: CPU's bytes."""
+    shape, perm = TRANSPOSE_CASES[case]
+    x = torch.randn(shape) * 50
+    x = x.to(dtype) if dtype != torch.complex128 else torch.complex(x, -x).to(dtype)
+    for view in (lambda t: t.permute(perm), lambda t: t.flip(-1).permute(perm), lambda t: t[1:].permute(perm)):
+        want = view(x).contiguous()
+        got = view(x.to(native)).contiguous()
+        assert got.is_contiguous()
+        assert_bitwise_equal(got.cpu(), want)

@@ -603,6 +603,35 @@ def test_sync_batch_norm_ops_refuse_bad_arguments_clearly(neuron):
         torch.batch_norm_stats(x.long(), 1e-5)
 
 
+# ------------------------------------------------------------------------------ sums
+
+def _relayout(x, perm):
+    """x's values in the memory order of x.permute(perm) (same shape, other strides)."""
+    inv = [perm.index(i) for i in range(len(perm))]
+    return x.permute(perm).contiguous().permute(inv)
+
+
+@pytest.mark.parametrize("shape, dims, perm", [
+    ((32, 64, 7, 7), (2, 3), (0, 2, 3, 1)),    # global average pooling: short dense rows / columns
+    ((8, 64, 30, 30), (0, 2, 3), (0, 2, 3, 1)),  # batch-norm statistics: H*W runs merged
+    ((16, 128, 768), (0,), (2, 1, 0)),         # a short leading dim into many outputs (tiles)
+    ((16, 128, 768), (2,), (2, 1, 0)),         # rows of six runs side by side
+    ((37, 13), (1,), (1, 0)), ((5, 200), (1,), (1, 0)), ((300, 1000), (1,), (1, 0)),
+    ((3, 5000), (0,), (1, 0)), ((4100, 3), (0,), (1, 0)),
+])
+def test_sums_are_the_same_bits_in_every_layout(native, shape, dims, perm):
+    """sum/mean/amax take other paths for other strides (dense rows summed side by side, tiles
+    of columns, runs gathered from strided dims) but one schedule per output (vnc/reduce.h): the
+    same bits in either layout, and CPU's values within float32 rounding."""
+    g = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=g) * 3
+    for op in (torch.sum, torch.mean, torch.amax):
+        a = op(x.to(native), dims).cpu()
+        b = op(_relayout(x, list(perm)).to(native), dims).cpu()
+        assert torch.equal(a, b), (op.__name__, (a - b).abs().max())
+        torch.testing.assert_close(a, op(x, dims), rtol=1e-5, atol=1e-4)
+
+
 # ------------------------------------------------------------------------------ extremes
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -25,7 +25,8 @@ torch_neuronx.clear_op_tracking()
 outs = [x.exp(), x.expm1(), pos.log(), pos.log1p(), x.tanh(), x.sigmoid(), F.silu(x), F.gelu(x),
         F.gelu(x, approximate="tanh"), F.softplus(x), F.mish(x), x.erf(), x ** 2, pos ** 0.5, pos ** -1,
         torch.ops.aten.gelu_backward(x, x), torch.softmax(x.view(-1, 1), 0), torch.log_softmax(x, 0),
-        x.sum(), x.view(1, -1).expand(3, -1).sum(0), F.layer_norm(x[:10000].view(10, 1000), (1000,))]
+        x.sum(), x.view(1, -1).expand(3, -1).sum(0), x[:9996].view(204, 49).mean(1), x[:10000].view(10, 1000).sum(1),
+        x[:10000].view(10, 1000).sum(0), F.layer_norm(x[:10000].view(10, 1000), (1000,))]
 q, k, v = (x[i * 2240:(i + 1) * 2240].view(2, 2, 20, 28).requires_grad_() for i in range(3))
 xm, dy = x[:10000].view(10, 1000), x[7:10007].view(10, 1000)
 _, mean, rstd = torch.ops.aten.native_layer_norm(xm, (1000,), None, None, 1e-5)

@@ -299,7 +299,8 @@ static const float *tile_row(const red_task *t, const char *base, int64_t r, int
 
 /* Extremes of a tile of outputs, a row of nt at a time (vectorised across the row): the first
  * extreme of each column in reduced order, NaN winning and then staying. */
-static void extreme_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, partial *out) {
+static void extreme_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, float *val,
+                         int64_t *at) {
   const int in = t->it.nops - 1, mx = wants_max(t->op), with_idx = t->op != VNC_RED_AMAX && t->op != VNC_RED_AMIN;
   const char *base = t->it.data[in] + outer_offset(t, in, o0);
   const int64_t st0 = t->it.strides[in][t->outer_dims[0]];
@@ -326,7 +327,8 @@ static void extreme_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, 
       }
     }
   }
-  for (int64_t j = 0; j < nt; j++) out[j] = (partial){m[j], 0, with_idx ? r0 + idx[j] : -1, r1 - r0};
+  memcpy(val, m, sizeof(float) * (size_t)nt);
+  for (int64_t j = 0; j < nt; j++) at[j] = with_idx ? r0 + idx[j] : -1;
 }
 
 /* vnc_pairwise_sum of v[0..n)[j] for every column j < nt at once (the same tree per column,
@@ -341,7 +343,7 @@ static void pairwise_cols(float (*v)[TILE], int64_t n, int64_t nt) {
   }
 }
 
-static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, partial *out) {
+static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, int64_t r1, float *val) {
   const int in = t->it.nops - 1;
   const char *base = t->it.data[in] + outer_offset(t, in, o0);
   const int64_t st0 = t->it.strides[in][t->outer_dims[0]];
@@ -379,10 +381,7 @@ static void reduce_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, i
     nb++;
   }
   pairwise_cols(blocks, nb, nt);
-  for (int64_t j = 0; j < nt; j++) {
-    partial p = {blocks[0][j], 0, -1, r1 - r0};
-    out[j] = p;
-  }
+  memcpy(val, blocks[0], sizeof(float) * (size_t)nt);
 }
 
 /* Outputs per tile: TILE (each input row read as one stretch of up to 1 KB: a tile's pass
@@ -397,25 +396,53 @@ static int64_t tile_width(const red_task *t) {
 }
 
 static void store_direct(const red_task *t, int64_t o, partial p);
+static void store_tile(const red_task *t, int64_t o0, int64_t nt, const float *val, const int64_t *at);
 
 static void tile_body(void *ctx, int64_t u0, int64_t u1) {
   red_task *t = ctx;
   const int64_t s0 = t->it.shape[t->outer_dims[0]], tw = t->tw, tiles = (s0 + tw - 1) / tw;
-  partial ps[TILE];
+  float val[TILE];
+  int64_t at[TILE];
   for (int64_t u = u0; u < u1; u++) {
     int64_t c = u % t->nchunks, tile = (u / t->nchunks) % tiles, row = u / t->nchunks / tiles;
     int64_t o0 = row * s0 + tile * tw, nt = s0 - tile * tw < tw ? s0 - tile * tw : tw;
     int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
-    (extreme_op(t->op) ? extreme_tile : reduce_tile)(t, o0, nt, r0, r1, ps);
+    if (extreme_op(t->op)) extreme_tile(t, o0, nt, r0, r1, val, at);
+    else reduce_tile(t, o0, nt, r0, r1, val);
     if (!t->parts) /* stored at once (direct_store) */
-      for (int64_t j = 0; j < nt; j++) store_direct(t, o0 + j, ps[j]);
+      store_tile(t, o0, nt, val, at);
     else
-      for (int64_t j = 0; j < nt; j++) t->parts[(o0 + j) * t->nchunks + c] = ps[j];
+      for (int64_t j = 0; j < nt; j++)
+        t->parts[(o0 + j) * t->nchunks + c] = (partial){val[j], 0, extreme_op(t->op) ? at[j] : -1, r1 - r0};
   }
+}
+
+/* Whether each output's elements are one dense float32 run of at most a block summed as it is
+ * (global average pooling, means over a short last dim): then unit_body sums each run with the
+ * tier's block_sum directly, reduce_range's steps for that case without their per-output cost. */
+static int dense_rows(const red_task *t) {
+  const int in = t->it.nops - 1;
+  return !t->parts && !t->producer && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN) && t->nred == 1 &&
+         t->it.dtypes[in] == VNC_FLOAT32 && t->it.strides[in][t->red_dims[0]] == 4 && t->R <= VNC_REDUCE_BLOCK;
 }
 
 static void unit_body(void *ctx, int64_t u0, int64_t u1) {
   red_task *t = ctx;
+  if (dense_rows(t)) { /* one chunk per output (R <= a block), stored at once */
+    const int in = t->it.nops - 1;
+    const int64_t ld = t->nouter == 1 ? t->it.strides[in][t->outer_dims[0]] : 1;
+    float v[TILE];
+    for (int64_t o = u0; o < u1;) {
+      /* rows at one stride (whole floats) side by side, else one at a time */
+      const int64_t m = ld % 4 != 0 ? 1 : u1 - o > TILE ? TILE : u1 - o;
+      vnc_tier()->row_sums((const float *)(t->it.data[in] + outer_offset(t, in, o)), ld / 4, t->R, m, v);
+      for (int64_t k = 0; k < m; k++, o++) {
+        const float y = t->op == VNC_RED_MEAN ? v[k] / (float)t->R : v[k]; /* finalize_f's value */
+        memcpy(t->it.data[0] + outer_offset(t, 0, o), &y, sizeof y);
+      }
+    }
+    return;
+  }
   for (int64_t u = u0; u < u1; u++) {
     int64_t o = u / t->nchunks, c = u % t->nchunks;
     int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
@@ -479,6 +506,24 @@ static void store_direct(const red_task *t, int64_t o, partial p) {
     const float v = (float)finalize_f(t, p);
     memcpy(dst, &v, sizeof v);
   }
+}
+
+/* store_direct for a tile's nt outputs, consecutive along outer_dims[0]: one offset, then steps. */
+static void store_tile(const red_task *t, int64_t o0, int64_t nt, const float *val, const int64_t *at) {
+  char *dst = t->it.data[0] + outer_offset(t, 0, o0);
+  const int64_t st = t->it.strides[0][t->outer_dims[0]];
+  if (t->op == VNC_RED_ARGMAX || t->op == VNC_RED_ARGMIN) {
+    for (int64_t j = 0; j < nt; j++) memcpy(dst + j * st, &at[j], sizeof(int64_t));
+    return;
+  }
+  const float n = (float)t->R, *q = val;
+  float mean[TILE];
+  if (t->op == VNC_RED_MEAN) { /* finalize_f's value */
+    for (int64_t j = 0; j < nt; j++) mean[j] = val[j] / n;
+    q = mean;
+  }
+  if (st == 4) memcpy(dst, q, sizeof(float) * (size_t)nt);
+  else for (int64_t j = 0; j < nt; j++) memcpy(dst + j * st, &q[j], sizeof(float));
 }
 
 /* Combines and stores outputs [o0, o1) (each written once: safe in parallel). */
@@ -558,6 +603,27 @@ vnc_status vnc_reduce_fused(vnc_stream *s, const char *op_name, vnc_reduce_op op
   return reduce_launch(s, op_name, op, it, nout, params, value_dtype, producer, ctx);
 }
 
+/* Merges neighbours of the list dims[0..*n) (fastest first) where dims[j + 1] continues dims[j]
+ * in operands k0.. (the others have stride 0 there): the linear index over the list, and so the
+ * reduced order or the output numbering, stays the same, and runs get longer (sum over (0, 2, 3)
+ * of NCHW: an H*W run per image, not W, when the iterator put C between W and H). */
+static void merge_dims(red_task *t, int *dims, int *n, int k0) {
+  for (int j = 0; j + 1 < *n;) {
+    const int a = dims[j], b = dims[j + 1];
+    int ok = 1;
+    for (int k = k0; k < t->it.nops; k++) ok &= t->it.strides[k][b] == t->it.strides[k][a] * t->it.shape[a];
+    if (!ok) {
+      j++;
+      continue;
+    }
+    t->it.shape[a] *= t->it.shape[b];
+    t->it.shape[b] = 1;
+    for (int k = 0; k < t->it.nops; k++) t->it.strides[k][b] = 0;
+    memmove(dims + j + 1, dims + j + 2, sizeof(int) * (size_t)(*n - j - 2));
+    (*n)--;
+  }
+}
+
 static vnc_status reduce_launch(vnc_stream *s, const char *op_name, vnc_reduce_op op, const vnc_iter *it, int nout,
                                 const vnc_reduce_params *params, int32_t in_dt, vnc_reduce_producer producer,
                                 void *pctx) {
@@ -602,6 +668,8 @@ static vnc_status reduce_launch(vnc_stream *s, const char *op_name, vnc_reduce_o
       t.outer_dims[j] = tmp;
     }
   }
+  merge_dims(&t, t.red_dims, &t.nred, nout);
+  merge_dims(&t, t.outer_dims, &t.nouter, 0);
   if (t.R == 0 && (wants_max(op) || op == VNC_RED_AMIN || op == VNC_RED_MIN_INDEX || op == VNC_RED_ARGMIN))
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: cannot reduce over zero elements", op_name);
   if (t.O == 0) return VNC_OK;

@@ -81,6 +81,12 @@ typedef struct vnc_tier_ops {
   /* The canonical sum of one block of n <= VNC_REDUCE_BLOCK terms f(x[i] - shift) (reduce.c);
    * kind: 0 x, 1 x^2, 2 |x|^pw, 3 |x|. */
   float (*block_sum)(const float *x, int64_t n, int kind, float shift, float pw);
+  /* block_sum (kind 0) of `rows` rows of n <= VNC_REDUCE_BLOCK terms each, row k at x + k * ld,
+   * into out[k]: several short rows side by side (global average pooling's 49). */
+  void (*row_sums)(const float *x, int64_t ld, int64_t n, int64_t rows, float *out);
+  /* Transpose of es-byte elements, es in {1, 2, 4, 8} (copy.c): element (i, q), i < ni, q < nq,
+   * from s + i * s0 + q * es to d + q * dq + i * es (strides in bytes); 8 x 8 tiles in registers. */
+  void (*transpose)(int64_t es, char *d, int64_t dq, const char *s, int64_t s0, int64_t ni, int64_t nq);
   /* One run of the tiled column sums (reduce.c): rows k < nrows of x (row k at x + k * ld)
    * added to lanes[k % 8][j], j < nt; with shift, (x - shift[j])^2 is added instead. */
   void (*tile_run)(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t ld, int64_t nrows, int64_t nt,

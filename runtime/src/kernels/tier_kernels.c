@@ -172,37 +172,37 @@ static float lane_tree(v8f l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] 
 /* f(x - shift) of 8 elements: kind 0 x, 1 x^2. */
 #define TERM8(p, kind, sh) ((kind) == 0 ? load8(p) : (load8(p) - (sh)) * (load8(p) - (sh)))
 
+/* K full runs from p side by side (K independent chains, the same additions per lane as one
+ * run at a time), their lane trees into out[0..K). K and kind are constants after inlining. */
+static inline __attribute__((always_inline)) void runs_side_by_side(const float *p, int K, int kind, v8f sh,
+                                                                    float *out) {
+  v8f a[8] = {{0}};
+  for (int64_t i = 0; i < RUN; i += 8)
+    for (int k = 0; k < K; k++) a[k] += TERM8(p + k * RUN + i, kind, sh);
+  for (int k = 0; k < K; k++) out[k] = lane_tree(a[k]);
+}
+
 /* Runs of RUN elements summed in 8 interleaved lanes (lane tree ((0+1)+(2+3))+((4+5)+(6+7))),
- * run sums combined pairwise (the schedule of vnc/reduce.h). Kinds 0 and 1 add four full runs
- * side by side (independent chains, the same additions per lane); kinds 2 (|x|^p) and 3 (|x|)
- * go element by element in the same lane order. */
+ * run sums combined pairwise (the schedule of vnc/reduce.h). Kinds 0 and 1 add full runs eight,
+ * four, two at a time side by side (enough independent chains to keep the adders busy); kinds 2
+ * (|x|^p) and 3 (|x|) go element by element in the same lane order. */
 static float block_sum(const float *x, int64_t n, int kind, float shift, float pw) {
   float runs[VNC_REDUCE_BLOCK / RUN + 1];
   int64_t nr = 0, r0 = 0;
   const v8f sh = {shift, shift, shift, shift, shift, shift, shift, shift};
   if (kind == 0 || kind == 1) {
-    for (; r0 + 4 * RUN <= n; r0 += 4 * RUN) {
-      v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-      const float *p = x + r0;
-      if (kind == 0) {
-        for (int64_t i = 0; i < RUN; i += 8) {
-          a0 += TERM8(p + i, 0, sh);
-          a1 += TERM8(p + RUN + i, 0, sh);
-          a2 += TERM8(p + 2 * RUN + i, 0, sh);
-          a3 += TERM8(p + 3 * RUN + i, 0, sh);
-        }
-      } else {
-        for (int64_t i = 0; i < RUN; i += 8) {
-          a0 += TERM8(p + i, 1, sh);
-          a1 += TERM8(p + RUN + i, 1, sh);
-          a2 += TERM8(p + 2 * RUN + i, 1, sh);
-          a3 += TERM8(p + 3 * RUN + i, 1, sh);
+    for (int K = 8; K >= 2; K /= 2) {
+      for (; r0 + K * RUN <= n; r0 += K * RUN, nr += K) {
+        if (kind == 0) {
+          if (K == 8) runs_side_by_side(x + r0, 8, 0, sh, runs + nr);
+          else if (K == 4) runs_side_by_side(x + r0, 4, 0, sh, runs + nr);
+          else runs_side_by_side(x + r0, 2, 0, sh, runs + nr);
+        } else {
+          if (K == 8) runs_side_by_side(x + r0, 8, 1, sh, runs + nr);
+          else if (K == 4) runs_side_by_side(x + r0, 4, 1, sh, runs + nr);
+          else runs_side_by_side(x + r0, 2, 1, sh, runs + nr);
         }
       }
-      runs[nr++] = lane_tree(a0);
-      runs[nr++] = lane_tree(a1);
-      runs[nr++] = lane_tree(a2);
-      runs[nr++] = lane_tree(a3);
     }
   }
   for (; r0 < n; r0 += RUN) {
@@ -224,6 +224,91 @@ static float block_sum(const float *x, int64_t n, int kind, float shift, float p
     runs[nr++] = lane_tree(a);
   }
   return vnc_pairwise_sum(runs, nr);
+}
+
+/* The first m < 8 of p, zeros after: adding +0.0 leaves a lane as it was (a lane that starts at
+ * +0.0 never holds -0.0), so a masked tail gives block_sum's lane values. */
+static inline v8f load8_head(const float *p, int64_t m) {
+  float b[8] = {0};
+  memcpy(b, p, sizeof(float) * (size_t)m);
+  return load8(b);
+}
+
+/* Rows of at most one run, four side by side (independent chains); longer rows one by one. */
+static void row_sums(const float *x, int64_t ld, int64_t n, int64_t rows, float *out) {
+  int64_t k = 0;
+  if (n <= RUN) {
+    const int64_t full = n & ~(int64_t)7, tail = n - full;
+    for (; k + 4 <= rows; k += 4) {
+      const float *p = x + k * ld;
+      v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+      for (int64_t i = 0; i < full; i += 8) {
+        a0 += load8(p + i);
+        a1 += load8(p + ld + i);
+        a2 += load8(p + 2 * ld + i);
+        a3 += load8(p + 3 * ld + i);
+      }
+      if (tail) {
+        a0 += load8_head(p + full, tail);
+        a1 += load8_head(p + ld + full, tail);
+        a2 += load8_head(p + 2 * ld + full, tail);
+        a3 += load8_head(p + 3 * ld + full, tail);
+      }
+      out[k] = lane_tree(a0);
+      out[k + 1] = lane_tree(a1);
+      out[k + 2] = lane_tree(a2);
+      out[k + 3] = lane_tree(a3);
+    }
+  }
+  for (; k < rows; k++) out[k] = block_sum(x + k * ld, n, 0, 0.0f, 0.0f);
+}
+
+/* ---------------------------------------------------------------- transposes (copy.c) */
+
+/* transpose_<T>: 8 x 8 tiles of T as eight vectors of 8, unpacked in pairs, quads and halves
+ * (a transpose in registers); the edges element by element. */
+#define TRANSPOSE8(T)                                                                               \
+  typedef T v8_##T __attribute__((vector_size(8 * sizeof(T))));                                    \
+  static void transpose_##T(char *d, int64_t dq, const char *s, int64_t s0, int64_t ni, int64_t nq) { \
+    const int64_t es = sizeof(T), i8 = ni & ~(int64_t)7, q8 = nq & ~(int64_t)7;                    \
+    for (int64_t i0 = 0; i0 < i8; i0 += 8) {                                                        \
+      for (int64_t q0 = 0; q0 < q8; q0 += 8) {                                                      \
+        v8_##T r[8], t[8], u[8];                                                                    \
+        for (int k = 0; k < 8; k++) memcpy(&r[k], s + (i0 + k) * s0 + q0 * es, sizeof r[k]);        \
+        for (int k = 0; k < 8; k += 2) {                                                            \
+          t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);                 \
+          t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);           \
+        }                                                                                           \
+        for (int k = 0; k < 8; k += 4)                                                              \
+          for (int h = 0; h < 2; h++) {                                                             \
+            u[k + 2 * h] = __builtin_shufflevector(t[k + h], t[k + h + 2], 0, 1, 8, 9, 4, 5, 12, 13); \
+            u[k + 2 * h + 1] = __builtin_shufflevector(t[k + h], t[k + h + 2], 2, 3, 10, 11, 6, 7, 14, 15); \
+          }                                                                                         \
+        for (int k = 0; k < 4; k++) { /* u[k]: columns k, k + 4 of rows 0-3; u[k + 4]: of rows 4-7 */ \
+          const v8_##T lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);      \
+          const v8_##T hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);    \
+          memcpy(d + (q0 + k) * dq + i0 * es, &lo, sizeof lo);                                      \
+          memcpy(d + (q0 + k + 4) * dq + i0 * es, &hi, sizeof hi);                                  \
+        }                                                                                           \
+      }                                                                                             \
+      for (int64_t q = q8; q < nq; q++)                                                             \
+        for (int k = 0; k < 8; k++) memcpy(d + q * dq + (i0 + k) * es, s + (i0 + k) * s0 + q * es, es); \
+    }                                                                                               \
+    for (int64_t i = i8; i < ni; i++)                                                               \
+      for (int64_t q = 0; q < nq; q++) memcpy(d + q * dq + i * es, s + i * s0 + q * es, es);       \
+  }
+TRANSPOSE8(uint8_t)
+TRANSPOSE8(uint16_t)
+TRANSPOSE8(uint32_t)
+TRANSPOSE8(uint64_t)
+
+static void transpose(int64_t es, char *d, int64_t dq, const char *s, int64_t s0, int64_t ni, int64_t nq) {
+  switch (es) {
+    case 1: transpose_uint8_t(d, dq, s, s0, ni, nq); break;
+    case 2: transpose_uint16_t(d, dq, s, s0, ni, nq); break;
+    case 4: transpose_uint32_t(d, dq, s, s0, ni, nq); break;
+    default: transpose_uint64_t(d, dq, s, s0, ni, nq); break;
+  }
 }
 
 /* Columns [j0, j0 + 64) of rows [0, nrows): explicit native vectors with a fixed count, so each
@@ -1041,6 +1126,8 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
 #define EW_FAST_ENTRY(name, nin, IN_DOMAIN, FAST) .ew[VNC_EW_##name][EW_CLS_F32] = ew_##name##_F32_fast,
     VNC_EW_FAST_TABLE(EW_FAST_ENTRY)
     .block_sum = block_sum,
+    .row_sums = row_sums,
+    .transpose = transpose,
     .tile_run = tile_run,
     .row_max = row_max,
     .row_min = row_min,
