@@ -27,6 +27,10 @@ bool conv_native(const at::Tensor& input) {
 vnc_conv_params conv_params(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                             at::IntArrayRef output_padding, int64_t groups) {
+  // CPU's and CUDA's check (the kernels read both as one dtype): a bfloat16 model fed float32
+  // images raises instead of reading the weight's bytes as the input's type
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(), ") and weight type (",
+              weight.scalar_type(), ") should be the same");
   vnc_conv_params p{};
   p.nspatial = static_cast<int32_t>(input.dim() - 2);
   p.transposed = transposed;
@@ -590,7 +594,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at:
   c10::DeviceGuard g(self.device());
   check(vnc_adaptive_avg_pool2d_backward(stream_of(go), "aten::_adaptive_avg_pool2d_backward", planes, self.size(-2),
                                          self.size(-1), go.size(-2), go.size(-1), dt(go), element_ptr(go), element_ptr(gi)));
-  return gi;
+  return gi.contiguous(self.suggest_memory_format());  // CPU's: the input's layout (channels_last stays)
 }
 
 // F.unfold and F.fold: aten::im2col and aten::col2im (each the other's backward in autograd's

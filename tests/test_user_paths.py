@@ -462,6 +462,7 @@ _LAYOUT_CASES = {  # name: (fn, inputs); gradients are taken for every input
     "pad_reflect_3d": (lambda x: F.pad(x, (1, 2, 1, 0, 1, 1), mode="reflect"),
                        [_x(2, 3, 4, 4, 4).contiguous(memory_format=_CL3)]),
     "max_pool3d": (lambda x: F.max_pool3d(x, 2), [_x(2, 3, 4, 4, 4).contiguous(memory_format=_CL3)]),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [_x(2, 4, 9, 11).contiguous(memory_format=_CL)]),
     "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), [_x(2, 4, 6, 5).contiguous(memory_format=_CL)]),
     "pixel_unshuffle": (lambda x: F.pixel_unshuffle(x, 2), [_x(2, 3, 6, 4).contiguous(memory_format=_CL)]),
 }
@@ -496,7 +497,9 @@ def _error_of(call):
 @pytest.mark.parametrize("case", ["conv_transpose_output_padding", "conv_dilation_0", "bag_decreasing_offsets",
                                   "bag_first_offset", "bag_offset_past_end", "bag_index_range", "bag_last_offset_empty",
                                   "ctc_negative_input_length", "ctc_negative_target_length", "ctc_targets_too_long",
-                                  "adaptive_avg_pool2d_empty_grad"])
+                                  "adaptive_avg_pool2d_empty_grad", "conv2d_weight_bf16", "conv2d_input_bf16",
+                                  "conv1d_weight_f16", "conv3d_weight_f64", "conv_transpose2d_weight_bf16",
+                                  "conv2d_module_bf16_no_bias"])
 def test_nn_argument_errors_as_cpu(native, case):
     """Bad arguments raise CPU PyTorch's error type (and where ours is CPU's, its message), and
     the device stays usable."""
@@ -521,6 +524,15 @@ def test_nn_argument_errors_as_cpu(native, case):
         "ctc_targets_too_long": lambda: F.ctc_loss(t(lp), t([1, 2, 3]), t([5]), t([2])),
         "adaptive_avg_pool2d_empty_grad": lambda: torch.ops.aten._adaptive_avg_pool2d_backward(t(torch.ones(1, 2, 0, 2)),
                                                                                                t(_x(1, 2, 4, 4))),
+        # input and weight of different dtypes (no bias to catch it): an error, not the weight's
+        # bytes read as the input's type
+        "conv2d_weight_bf16": lambda: F.conv2d(t(_x(1, 2, 5, 5)), t(_x(3, 2, 3, 3).bfloat16())),
+        "conv2d_input_bf16": lambda: F.conv2d(t(_x(1, 2, 5, 5).bfloat16()), t(_x(3, 2, 3, 3))),
+        "conv1d_weight_f16": lambda: F.conv1d(t(_x(1, 2, 5)), t(_x(3, 2, 3).half())),
+        "conv3d_weight_f64": lambda: F.conv3d(t(_x(1, 2, 4, 4, 4)), t(_x(3, 2, 2, 2, 2).double())),
+        "conv_transpose2d_weight_bf16": lambda: F.conv_transpose2d(t(_x(1, 2, 5, 5)), t(_x(2, 3, 3, 3).bfloat16())),
+        "conv2d_module_bf16_no_bias": lambda: torch.nn.Conv2d(2, 3, 3, bias=False).to(device).bfloat16()(
+            t(_x(1, 2, 5, 5))),
     }
     device = "cpu"
     want, _ = _error_of(calls[case])
