@@ -901,6 +901,48 @@ def test_python_int_arguments_are_read_at_run_time(native, dtype):
             torch.testing.assert_close(wn.grad.cpu(), w.grad)
 
 
+def test_python_int_arithmetic_keeps_python_semantics(neuron):
+    """Python ints are unbounded where int64 tensors wrap: a value (or a product of values) past
+    int64 runs the captured code op by op with the ints as they are (eager's values and errors);
+    `n // t` (a tensor divisor) and `2 ** n` past int64 compile and give eager's values."""
+    x = torch.tensor([1.0, -2.0, 3.5])
+    cases = [(lambda x, n: x * (n * n), [3, 5, 3_500_000_000, 7]),
+             (lambda x, n: x + n * 1000000007 % 998244353, [3, 5, 2**40, 2**62 + 5]),
+             (lambda x, n: n // (x.abs() + 1), [7, 9, -11]),
+             (lambda x, n: x * (2 ** n), [3, 5, 62, 63])]
+    for fn, values in cases:
+        f = torch.compile(fn, backend="neuron", dynamic=True)
+        for n in values:
+            torch.testing.assert_close(f(x.to(neuron), n).cpu(), fn(x, n))
+    f = torch.compile(lambda x, n: x * (2 ** n), backend="neuron", dynamic=True)
+    f(x.to(neuron), 3)
+    with pytest.raises(OverflowError):  # eager's error
+        f(x.to(neuron), 64)
+    assert torch.equal((torch.ones(2, device=neuron) * 3).cpu(), torch.full((2,), 3.0))
+
+
+@pytest.mark.parametrize("fmt", ["channels_last", "channels_last_3d"])
+def test_convolution_layout_as_eager(native, fmt):
+    """A traced convolution of a channels_last input has eager's (CPU's) layout, so later views
+    trace as in eager; values, gradients and their strides equal CPU's."""
+    torch.manual_seed(0)
+    three = fmt == "channels_last_3d"
+    conv = F.conv3d if three else F.conv2d
+    x = torch.randn((2, 3, 5, 6, 6) if three else (2, 3, 8, 8)).contiguous(memory_format=getattr(torch, fmt))
+    w, b = torch.randn((4, 3, 3, 3, 3) if three else (4, 3, 3, 3)), torch.randn(4)
+    fn = lambda x, w, b: torch.relu(conv(x, w, b, padding=1)).movedim(1, -1).reshape(-1, 4) * 2  # noqa: E731
+    xs = [t.to(native).requires_grad_() for t in (x, w, b)]
+    cs = [t.clone().requires_grad_() for t in (x, w, b)]
+    out, want = torch.compile(fn, backend="neuron")(*xs), fn(*cs)
+    torch.testing.assert_close(out.cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+    g = torch.randn_like(want)
+    out.backward(g.to(native))
+    want.backward(g)
+    for a, c in zip(xs, cs):
+        assert a.grad.stride() == c.grad.stride()
+        torch.testing.assert_close(a.grad.cpu(), c.grad, rtol=1e-4, atol=1e-4)
+
+
 def test_python_int_parameters_are_lowered_again_with_a_warning(neuron):
     """A symbolic Python int that is an op's int parameter (a shift, a dim, a size) is a constant
     of each lowering: each new value is lowered again (equal to eager) and a warning names the

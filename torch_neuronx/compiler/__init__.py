@@ -38,4 +38,30 @@ def _graph_break_on_host_state_calls() -> None:
 
 _graph_break_on_host_state_calls()
 
+
+def _conv_layout_as_eager() -> None:
+    """Fake tensors (Dynamo's tracing) give a convolution the layout of the backend ATen would
+    pick for the device, for PrivateUse1 contiguous; the neuron kernels return CPU's layout
+    (channels_last where the input or the weight is). The layout rule fake_impls.conv asks for is
+    answered with the kernels' own for neuron tensors, so a traced graph's strides (and a
+    `.view` after a channels_last convolution) are eager's."""
+    import torch
+    from torch._prims_common import suggest_memory_format
+
+    determine = torch._C._conv_determine_backend_memory_format
+    if getattr(determine, "_neuron", False):
+        return
+
+    def neuron_rule(input, weight, backend):
+        if input.device.type != "neuron" or input.dim() not in (4, 5):
+            return determine(input, weight, backend)
+        cl = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
+        return cl if cl in (suggest_memory_format(input), suggest_memory_format(weight)) else torch.contiguous_format
+
+    neuron_rule._neuron = True
+    torch._C._conv_determine_backend_memory_format = neuron_rule
+
+
+_conv_layout_as_eager()
+
 __all__ = ["neuron_backend", "get_dynamo_metrics", "reset_dynamo_metrics", "cache_dir", "jit_stats"]

@@ -110,13 +110,14 @@ def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> list:
     tensor arithmetic, which gives the same values; type promotion treats a 0-dim tensor like the
     int it replaces, except beside a 0-dim integer tensor (then the input is left an int).
     Rewrites `gm` and `example_inputs` in place; returns the positions of the rewritten inputs
-    (their values are wrapped in ``torch.tensor(n)`` at each call)."""
+    (their values are wrapped in ``torch.tensor(n)`` at each call) and their arithmetic's nodes in
+    graph order (see _with_int_tensors: int64 wraps where a Python int grows)."""
     from torch.fx.experimental.symbolic_shapes import free_symbols
     from torch.utils._pytree import tree_leaves
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
-        return []
+        return [], []
     val = lambda n: n.meta.get("example_value") if isinstance(n, torch.fx.Node) else n  # noqa: E731
     in_shapes = set()  # symbols of any tensor's sizes, strides or offset
     for n in gm.graph.nodes:
@@ -128,6 +129,8 @@ def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> list:
         if user.op not in ("call_function", "call_method") or user.target not in _SCALAR_OPERAND \
                 or node in user.kwargs.values():
             return False
+        if user.target in (operator.floordiv, torch.floor_divide, "floor_divide") and user.args[0] is node:
+            return False  # `n // t`: the reference floor_divide refuses a host tensor dividend
         others = [val(a) for a in user.args if a is not node]
         tensors = [t for t in others if isinstance(t, torch.Tensor)]
         # a 0-dim int32 (say) tensor beside a 0-dim int64 one would promote to int64, not beside an int
@@ -147,7 +150,7 @@ def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> list:
                 return False
         return True
 
-    rewritten = []
+    rewritten, arith = [], set()
     for i, (node, ex) in enumerate(zip(placeholders, example_inputs)):
         if not isinstance(ex, torch.SymInt) or free_symbols(ex) & in_shapes:
             continue
@@ -156,16 +159,17 @@ def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> list:
             continue
         fake_mode = torch._guards.detect_fake_mode(example_inputs)
         if fake_mode is None:
-            return rewritten
+            break
         with fake_mode:
             fake = torch.empty((), dtype=torch.int64)
         example_inputs[i] = fake
         for n in ints:  # the graph's own tracing values of the new tensors
             n.meta["example_value"] = fake
         rewritten.append(i)
+        arith |= ints - {node}
     if rewritten:
         gm.recompile()
-    return rewritten
+    return rewritten, [n for n in gm.graph.nodes if n in arith]
 
 
 def _float64_on_device(gm: torch.fx.GraphModule) -> bool:
@@ -388,8 +392,11 @@ def _concrete_copy(gm, args, mode):
             r = e.xreplace({k: sympy.sympify(v) for k, v in bind.items() if k in e.free_symbols})
             if r.free_symbols:
                 raise LookupError(e)
-            known[e] = bool(r) if isinstance(s, torch.SymBool) else float(r) if isinstance(s, torch.SymFloat) \
-                else int(r)
+            try:
+                known[e] = bool(r) if isinstance(s, torch.SymBool) else float(r) if isinstance(s, torch.SymFloat) \
+                    else int(r)
+            except (TypeError, ValueError, AttributeError, OverflowError):  # sympy's oo (2 ** n past its range)
+                raise LookupError(e) from None
         return known[e]
 
     def concrete(v):
@@ -473,7 +480,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         compiler._eagerly(gm, rec, _NOT_OURS)
         return gm.forward
     mark = metrics.frame_start()
-    ints = _ints_as_tensors(gm, example_inputs) if any(isinstance(v, torch.SymInt) for v in example_inputs) else []
+    ints, arith = _ints_as_tensors(gm, example_inputs) if any(isinstance(v, torch.SymInt) for v in example_inputs) \
+        else ([], [])
+    eager = torch.fx.GraphModule(gm, gm.graph) if ints else None  # the captured code, for ints past int64
     fn = aot_autograd(
         fw_compiler=lambda g, ex: compiler(g, ex, "forward"),
         bw_compiler=lambda g, ex: compiler(g, ex, "backward"),
@@ -486,13 +495,33 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
     metrics.frame_end(mark)
-    return _with_int_tensors(fn, ints) if ints else fn
+    return _with_int_tensors(fn, ints, arith, eager) if ints else fn
 
 
-def _with_int_tensors(fn, positions):
+_INT64 = (-2**63, 2**63 - 1)
+
+
+def _with_int_tensors(fn, positions, arith, eager):
     """`fn` (Dynamo's calling convention: unboxed) called with the Python ints at `positions` as
-    0-dim int64 CPU tensors."""
+    0-dim int64 CPU tensors. Their arithmetic (`arith`, graph order) is first done on the Python
+    ints: where a value leaves int64's range (which a tensor would wrap, a Python int does not),
+    the call runs `eager`, the captured graph, op by op with the ints as they are (eager's
+    values and errors)."""
+    placeholders = [n for n in eager.graph.nodes if n.op == "placeholder"]
+
+    def fits(args):
+        env = {placeholders[i]: args[i] for i in positions}
+        if not all(_INT64[0] <= v <= _INT64[1] for v in env.values()):
+            return False
+        for n in arith:
+            v = env[n] = n.target(*[env.get(a, a) if isinstance(a, torch.fx.Node) else a for a in n.args])
+            if not _INT64[0] <= v <= _INT64[1]:
+                return False
+        return True
+
     def call(*args):
+        if not fits(args):
+            return torch._dynamo.disable(eager.forward)(*args)
         args = list(args)
         for i in positions:
             args[i] = torch.tensor(args[i], dtype=torch.int64, device="cpu")
