@@ -26,7 +26,9 @@ outs = [x.exp(), x.expm1(), pos.log(), pos.log1p(), x.tanh(), x.sigmoid(), F.sil
         F.gelu(x, approximate="tanh"), F.softplus(x), F.mish(x), x.erf(), x ** 2, pos ** 0.5, pos ** -1,
         torch.ops.aten.gelu_backward(x, x), torch.softmax(x.view(-1, 1), 0), torch.log_softmax(x, 0),
         x.sum(), x.view(1, -1).expand(3, -1).sum(0), x[:9996].view(204, 49).mean(1), x[:10000].view(10, 1000).sum(1),
-        x[:10000].view(10, 1000).sum(0), F.layer_norm(x[:10000].view(10, 1000), (1000,))]
+        x[:10000].view(10, 1000).sum(0), x[:9000].view(9, 1000).t().contiguous(), x[:9000].view(1000, 9).amax(0),
+        torch.cat([x, torch.tensor([float("nan"), float("inf"), -3e38], device=x.device)]).bfloat16(),
+        (x.bfloat16() + 1).float(), F.layer_norm(x[:10000].view(10, 1000), (1000,))]
 q, k, v = (x[i * 2240:(i + 1) * 2240].view(2, 2, 20, 28).requires_grad_() for i in range(3))
 xm, dy = x[:10000].view(10, 1000), x[7:10007].view(10, 1000)
 _, mean, rstd = torch.ops.aten.native_layer_norm(xm, (1000,), None, None, 1e-5)
@@ -37,7 +39,8 @@ for causal in (False, True):  # attention: the tier's small products and softmax
     o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     outs += [o.detach(), *torch.autograd.grad(o, (q, k, v), x[:o.numel()].view_as(o))]
 for o in outs:
-    h.update(o.cpu().numpy().tobytes())
+    o = o.detach().cpu()
+    h.update((o.view(torch.int16) if o.dtype == torch.bfloat16 else o).numpy().tobytes())
 assert torch_neuronx.get_fallback_ops() == [], torch_neuronx.get_fallback_ops()
 print(torch_neuronx.get_cpu_isa(), h.hexdigest())
 """

@@ -24,23 +24,28 @@
 #define DEF_COPY_ROW(D) VNC_DTYPES_A(DEF_COPY, D)
 VNC_DTYPES(DEF_COPY_ROW)
 
-/* float16 <-> float32 dense runs: the tier's vector conversions (F16C on x86-64-v3 and up). */
-static void copy_f16_to_f32(void *ctx, char **data, const int64_t *st, int64_t n, int64_t i0) {
-  if (st[0] == 4 && st[1] == 2) vnc_tier()->f16_to_f32((float *)data[0], (const uint16_t *)data[1], n);
-  else copy_FLOAT32_FLOAT16(ctx, data, st, n, i0);
-}
-static void copy_f32_to_f16(void *ctx, char **data, const int64_t *st, int64_t n, int64_t i0) {
-  if (st[0] == 2 && st[1] == 4) vnc_tier()->f32_to_f16((uint16_t *)data[0], (const float *)data[1], n);
-  else copy_FLOAT16_FLOAT32(ctx, data, st, n, i0);
-}
+/* float16 / bfloat16 <-> float32 dense runs: the tier's vector conversions (F16C on x86-64-v3
+ * and up for float16; integer lanes for bfloat16), the same bits as dtype.h's. */
+#define HALF_COPY(H, name)                                                                              \
+  static void copy_##name##_to_f32(void *ctx, char **data, const int64_t *st, int64_t n, int64_t i0) {   \
+    if (st[0] == 4 && st[1] == 2) vnc_tier()->name##_to_f32((float *)data[0], (const uint16_t *)data[1], n); \
+    else copy_FLOAT32_##H(ctx, data, st, n, i0);                                                         \
+  }                                                                                                      \
+  static void copy_f32_to_##name(void *ctx, char **data, const int64_t *st, int64_t n, int64_t i0) {   \
+    if (st[0] == 2 && st[1] == 4) vnc_tier()->f32_to_##name((uint16_t *)data[0], (const float *)data[1], n); \
+    else copy_##H##_FLOAT32(ctx, data, st, n, i0);                                                       \
+  }
+HALF_COPY(FLOAT16, f16)
+HALF_COPY(BFLOAT16, bf16)
 
 #define COPY_ENTRY(D, S) [VNC_##S] = copy_##D##_##S,
 #define COPY_ROW(D) [VNC_##D] = {VNC_DTYPES_A(COPY_ENTRY, D)},
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Woverride-init" /* the two float16 entries replaced */
+#pragma GCC diagnostic ignored "-Woverride-init" /* the float16 and bfloat16 entries replaced */
 static const vnc_loop_fn copy_table[VNC_DTYPE_END][VNC_DTYPE_END] = {
     VNC_DTYPES(COPY_ROW)[VNC_FLOAT32][VNC_FLOAT16] = copy_f16_to_f32,
-    [VNC_FLOAT16][VNC_FLOAT32] = copy_f32_to_f16};
+    [VNC_FLOAT16][VNC_FLOAT32] = copy_f32_to_f16, [VNC_FLOAT32][VNC_BFLOAT16] = copy_bf16_to_f32,
+    [VNC_BFLOAT16][VNC_FLOAT32] = copy_f32_to_bf16};
 #pragma GCC diagnostic pop
 
 /* Runtime-typed stores and loads. */

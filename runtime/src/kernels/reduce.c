@@ -84,7 +84,8 @@ static const void *load_run(const red_task *t, int64_t o, int64_t r0, int64_t n,
     if (t->nred == 0) run = n - done;
     char *ptrs[2] = {(char *)buf + done * acc_sz, (char *)base + off};
     const int64_t strides[2] = {acc_sz, t->nred ? t->it.strides[in][t->red_dims[0]] : 0};
-    conv(NULL, ptrs, strides, run, 0);
+    if (t->it.dtypes[in] == acc_dt && strides[1] == acc_sz) memcpy(ptrs[0], ptrs[1], (size_t)(run * acc_sz));
+    else conv(NULL, ptrs, strides, run, 0);
     done += run;
   }
   return buf;
@@ -307,23 +308,31 @@ static void extreme_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, 
   const int direct = t->it.dtypes[in] == VNC_FLOAT32 && st0 == 4;
   float m[TILE], row[TILE];
   int32_t idx[TILE]; /* row within the chunk (< VNC_REDUCE_CHUNK): float32's width, one vector */
-  for (int64_t r = r0; r < r1; r++) {
-    const float *x = tile_row(t, base, r, nt, direct, row);
-    if (r == r0) {
-      memcpy(m, x, sizeof(float) * (size_t)nt);
-      memset(idx, 0, sizeof idx);
-    } else if (with_idx) {
-      const int32_t k = (int32_t)(r - r0);
-      for (int64_t j = 0; j < nt; j++) {
-        const float v = x[j], c = m[j];
-        const int32_t take = c == c && (v != v || (mx ? v > c : v < c));
-        m[j] = take ? v : c;
-        idx[j] = take ? k : idx[j];
-      }
-    } else {
-      for (int64_t j = 0; j < nt; j++) {
-        const float v = x[j], c = m[j];
-        m[j] = c == c && (v != v || (mx ? v > c : v < c)) ? v : c;
+  if (direct && t->nred == 1) { /* rows at one stride (whole floats): the tier's vectorised loop */
+    const int64_t rs = t->it.strides[in][t->red_dims[0]] / 4;
+    const float *x0 = (const float *)base + r0 * rs;
+    memcpy(m, x0, sizeof(float) * (size_t)nt);
+    memset(idx, 0, sizeof idx);
+    vnc_tier()->tile_extreme(m, with_idx ? idx : NULL, x0 + rs, rs, r1 - r0 - 1, nt, mx, 1);
+  } else {
+    for (int64_t r = r0; r < r1; r++) {
+      const float *x = tile_row(t, base, r, nt, direct, row);
+      if (r == r0) {
+        memcpy(m, x, sizeof(float) * (size_t)nt);
+        memset(idx, 0, sizeof idx);
+      } else if (with_idx) {
+        const int32_t k = (int32_t)(r - r0);
+        for (int64_t j = 0; j < nt; j++) {
+          const float v = x[j], c = m[j];
+          const int32_t take = c == c && (v != v || (mx ? v > c : v < c));
+          m[j] = take ? v : c;
+          idx[j] = take ? k : idx[j];
+        }
+      } else {
+        for (int64_t j = 0; j < nt; j++) {
+          const float v = x[j], c = m[j];
+          m[j] = c == c && (v != v || (mx ? v > c : v < c)) ? v : c;
+        }
       }
     }
   }

@@ -87,6 +87,12 @@ typedef struct vnc_tier_ops {
   /* Transpose of es-byte elements, es in {1, 2, 4, 8} (copy.c): element (i, q), i < ni, q < nq,
    * from s + i * s0 + q * es to d + q * dq + i * es (strides in bytes); 8 x 8 tiles in registers. */
   void (*transpose)(int64_t es, char *d, int64_t dq, const char *s, int64_t s0, int64_t ni, int64_t nq);
+  /* Column extremes of the tiled path (reduce.c): rows r < nrows of x (row r at x + r * ld) update
+   * m[j], j < nt, where the row's value is NaN or beyond m[j] (above for mx, below otherwise) and
+   * m[j] is not NaN (the first extreme, NaN winning and staying); idx[j] = k0 + r alongside, when
+   * idx is not NULL. */
+  void (*tile_extreme)(float *m, int32_t *idx, const float *x, int64_t ld, int64_t nrows, int64_t nt, int mx,
+                       int32_t k0);
   /* One run of the tiled column sums (reduce.c): rows k < nrows of x (row k at x + k * ld)
    * added to lanes[k % 8][j], j < nt; with shift, (x - shift[j])^2 is added instead. */
   void (*tile_run)(float (*lanes)[VNC_TILE_OUTPUTS], const float *x, int64_t ld, int64_t nrows, int64_t nt,
@@ -98,6 +104,9 @@ typedef struct vnc_tier_ops {
   /* Dense float16 <-> float32 conversion of n elements, dtype.h's bits (copy.c's loops). */
   void (*f16_to_f32)(float *d, const uint16_t *s, int64_t n);
   void (*f32_to_f16)(uint16_t *d, const float *s, int64_t n);
+  /* The same for bfloat16 (dtype.h's rounding and NaN, in integer lanes). */
+  void (*bf16_to_f32)(float *d, const uint16_t *s, int64_t n);
+  void (*f32_to_bf16)(uint16_t *d, const float *s, int64_t n);
   /* y[i] = exp(x[i] - shift) (vnc_expf). y may equal x. */
   void (*exp_shift)(float *y, const float *x, float shift, int64_t n);
   /* Layer norm of a row: y[i] = (x[i] - mean) * rstd, then * w[i], then + b[i] (w, b may be

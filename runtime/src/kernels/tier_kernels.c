@@ -177,8 +177,12 @@ static float lane_tree(v8f l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] 
 static inline __attribute__((always_inline)) void runs_side_by_side(const float *p, int K, int kind, v8f sh,
                                                                     float *out) {
   v8f a[8] = {{0}};
-  for (int64_t i = 0; i < RUN; i += 8)
+  for (int64_t i = 0; i < RUN; i += 8) {
+    /* the next K runs, a line per 2 runs per step: the loads here stride across the page, which
+     * the hardware's stream prefetcher follows poorly */
+    for (int j = 0; j < K / 2; j++) __builtin_prefetch(p + K * RUN + i * K + j * 16);
     for (int k = 0; k < K; k++) a[k] += TERM8(p + k * RUN + i, kind, sh);
+  }
   for (int k = 0; k < K; k++) out[k] = lane_tree(a[k]);
 }
 
@@ -261,6 +265,64 @@ static void row_sums(const float *x, int64_t ld, int64_t n, int64_t rows, float 
     }
   }
   for (; k < rows; k++) out[k] = block_sum(x + k * ld, n, 0, 0.0f, 0.0f);
+}
+
+/* ---------------------------------------------------------------- column extremes (reduce.c) */
+
+/* Columns [j, j + NV * MM_W) over rows [0, nrows): the running extremes and indices held in NV
+ * native vectors; NV, mx and the index constants per specialisation. */
+static inline __attribute__((always_inline)) void extreme_cols(float *m, int32_t *idx, const float *x, int64_t ld,
+                                                               int64_t nrows, int64_t j, int NV, int mx, int32_t k0) {
+  mm_vec c[4];
+  mm_ivec id[4];
+  for (int v = 0; v < NV; v++) {
+    c[v] = mm_load(m + j + v * MM_W);
+    if (idx) memcpy(&id[v], idx + j + v * MM_W, sizeof id[v]);
+  }
+  for (int64_t r = 0; r < nrows; r++) {
+    const mm_ivec kv = (mm_ivec){0} + (k0 + (int32_t)r);
+    for (int v = 0; v < NV; v++) {
+      const mm_vec x1 = mm_load(x + r * ld + j + v * MM_W);
+      const mm_ivec take = (c[v] == c[v]) & ((x1 != x1) | (mx ? x1 > c[v] : x1 < c[v]));
+      c[v] = (mm_vec)(((mm_ivec)x1 & take) | ((mm_ivec)c[v] & ~take));
+      if (idx) id[v] = (kv & take) | (id[v] & ~take);
+    }
+  }
+  for (int v = 0; v < NV; v++) {
+    memcpy(m + j + v * MM_W, &c[v], sizeof c[v]);
+    if (idx) memcpy(idx + j + v * MM_W, &id[v], sizeof id[v]);
+  }
+}
+
+/* Blocks of 64 rows (read once per column block, in L1 between blocks), four native vectors of
+ * columns at a time in registers; the last columns one vector, then one by one. */
+static inline __attribute__((always_inline)) void tile_extreme_k(float *m, int32_t *idx, const float *x, int64_t ld,
+                                                                 int64_t nrows, int64_t nt, int mx, int32_t k0) {
+  const int64_t j4 = nt / (4 * MM_W) * (4 * MM_W), jv = nt / MM_W * MM_W;
+  for (int64_t r0 = 0; r0 < nrows; r0 += 64) {
+    const int64_t nr = nrows - r0 < 64 ? nrows - r0 : 64;
+    const float *xb = x + r0 * ld;
+    const int32_t kb = k0 + (int32_t)r0;
+    int64_t j = 0;
+    for (; j < j4; j += 4 * MM_W) extreme_cols(m, idx, xb, ld, nr, j, 4, mx, kb);
+    for (; j < jv; j += MM_W) extreme_cols(m, idx, xb, ld, nr, j, 1, mx, kb);
+    for (int64_t r = 0; r < nr; r++)
+      for (int64_t q = jv; q < nt; q++) {
+        const float v = xb[r * ld + q], c = m[q];
+        if (c == c && (v != v || (mx ? v > c : v < c))) {
+          m[q] = v;
+          if (idx) idx[q] = kb + (int32_t)r;
+        }
+      }
+  }
+}
+
+static void tile_extreme(float *m, int32_t *idx, const float *x, int64_t ld, int64_t nrows, int64_t nt, int mx,
+                         int32_t k0) {
+  if (mx && idx) tile_extreme_k(m, idx, x, ld, nrows, nt, 1, k0);
+  else if (mx) tile_extreme_k(m, NULL, x, ld, nrows, nt, 1, k0);
+  else if (idx) tile_extreme_k(m, idx, x, ld, nrows, nt, 0, k0);
+  else tile_extreme_k(m, NULL, x, ld, nrows, nt, 0, k0);
 }
 
 /* ---------------------------------------------------------------- transposes (copy.c) */
@@ -371,6 +433,23 @@ static inline v8f max_nan(v8f m, v8f v) {
 /* Dense float16 <-> float32 runs: F16C's conversions (round to nearest even, as dtype.h's exact
  * arithmetic), eight at a time; a group holding a NaN goes through dtype.h, whose NaN bits every
  * tier then shares. */
+/* bfloat16 <-> float32: dtype.h's widening (a shift) and narrowing (round to nearest even, any NaN
+ * to 0x7FC0) as integer operations without branches, which the compiler vectorises. */
+static void bf16_to_f32(float *d, const uint16_t *s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const uint32_t w = (uint32_t)s[i] << 16;
+    memcpy(d + i, &w, 4);
+  }
+}
+static void f32_to_bf16(uint16_t *d, const float *s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t w;
+    memcpy(&w, s + i, 4);
+    const uint32_t r = (w + 0x7FFFu + ((w >> 16) & 1u)) >> 16;
+    d[i] = (uint16_t)((w & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : r);
+  }
+}
+
 static void f16_to_f32(float *d, const uint16_t *s, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__)
@@ -1127,12 +1206,15 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     VNC_EW_FAST_TABLE(EW_FAST_ENTRY)
     .block_sum = block_sum,
     .row_sums = row_sums,
+    .tile_extreme = tile_extreme,
     .transpose = transpose,
     .tile_run = tile_run,
     .row_max = row_max,
     .row_min = row_min,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
     .exp_shift = exp_shift,
     .norm_row = norm_row,
     .mm = mm,
