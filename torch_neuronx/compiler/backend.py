@@ -231,7 +231,7 @@ class _GraphCompiler:
         return EagerGraph(gm)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs, graph_type: str, name: str | None = None,
-                 specialise_us: float = 0.0):
+                 specialise_us: float = 0.0, checked: bool = False):
         if name is None:
             aot_id, kind, nth = _aot_names()
             graph_type = kind if kind in ("forward", "backward", "inference") else graph_type
@@ -239,9 +239,10 @@ class _GraphCompiler:
         rec = metrics.new_record(name, self.model_name, graph_type, gm)
         rec.specialise_us = specialise_us
         t0 = time.perf_counter()
-        if not _has_neuron_tensors(gm, example_inputs):  # as PyTorch would run it, on its device
+        # `checked`: a concrete copy of a symbolic graph that passed these checks (same nodes)
+        if not checked and not _has_neuron_tensors(gm, example_inputs):  # as PyTorch would run it
             return self._eagerly(gm, rec, _NOT_OURS)
-        if _data_dependent(gm):  # no size to specialise on before it runs: eager kernels, recorded
+        if not checked and _data_dependent(gm):  # no size to specialise on before it runs: eager kernels, recorded
             _warn_once(("data-dependent", name), f"torch.compile(backend='neuron'): graph {name} has sizes that depend "
                        "on tensor values (unbacked symbols); it runs eagerly, op by op on neuron")
             return self._eagerly(gm, rec, "data-dependent sizes (unbacked symbols): run eagerly")
@@ -346,6 +347,7 @@ class SpecializingGraph:
 
             self.fake_mode = FakeTensorMode()
         gm = _concrete_copy(self.gm, args, self.fake_mode)
+        checked = gm is not None
         if gm is None:  # a symbol the inputs do not bind: PyTorch's re-propagation
             import copy
 
@@ -356,7 +358,7 @@ class SpecializingGraph:
             FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*args)
         self.count += 1
         return self.compiler(gm, args, self.graph_type, f"{self.name}_s{self.count - 1}",
-                             specialise_us=(time.perf_counter() - t0) * 1e6)
+                             specialise_us=(time.perf_counter() - t0) * 1e6, checked=checked)
 
 
 def _concrete_copy(gm, args, mode):
@@ -404,6 +406,8 @@ def _concrete_copy(gm, args, mode):
             return number(v)
         if not isinstance(v, FakeTensor):
             return v
+        if not any(isinstance(x, symbolic) for x in (*v.shape, *v.stride(), v.storage_offset())):
+            return v  # already concrete
         num = lambda xs: [number(x) if isinstance(x, symbolic) else x for x in xs]  # noqa: E731
         size, stride, offset = num(v.shape), num(v.stride()), concrete(v.storage_offset())
         extent = offset + 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(size) else offset
@@ -425,7 +429,19 @@ def _concrete_copy(gm, args, mode):
                 n.target(*tree_map(lambda a: a.meta["val"] if isinstance(a, torch.fx.Node) else a, n.args))
     except LookupError:
         return None
-    return torch.fx.GraphModule(gm, graph)
+    return _with_graph(gm, graph)
+
+
+def _with_graph(gm: torch.fx.GraphModule, graph: torch.fx.Graph) -> torch.fx.GraphModule:
+    """`gm` holding `graph`, a copy of its own graph (same nodes and names, other meta): a new
+    instance of gm's class sharing its submodules, attributes and generated forward, without
+    torch.fx.GraphModule's Python code generation (milliseconds per graph, paid at each shape a
+    symbolic graph is lowered for)."""
+    new = object.__new__(type(gm))
+    new.__dict__.update(gm.__dict__)
+    new.__dict__["_graph"] = graph
+    graph.owning_module = new
+    return new
 
 
 def _keep_dir():
