@@ -89,7 +89,17 @@ struct SoftmaxBackward {
 
 // ---------------------------------------------------------------- layer norm
 
-std::pair<int64_t, int64_t> ln_dims(const at::Tensor& input, at::IntArrayRef normalized_shape) {
+// ATen's argument checks (CPU's messages); the kernels read N weight and bias elements
+std::pair<int64_t, int64_t> ln_dims(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                    const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias) {
+  TORCH_CHECK(!normalized_shape.empty(), "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+              "least one element, but got normalized_shape = ", normalized_shape);
+  for (const auto* p : {&weight, &bias}) {
+    const char* what = p == &weight ? "weight" : "bias";
+    TORCH_CHECK(!*p || !(*p)->defined() || (*p)->sizes().equals(normalized_shape), "Expected ", what,
+                " to be of same shape as normalized_shape, but got ", what, " of shape ", (*p)->sizes(),
+                " and normalized_shape = ", normalized_shape);
+  }
   const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
   TORCH_CHECK(axis >= 0 && input.sizes().slice(axis).equals(normalized_shape),
               "Given normalized_shape=", normalized_shape, ", expected input with shape [*, ",
@@ -109,7 +119,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
                                                          const std::optional<at::Tensor>& weight,
                                                          const std::optional<at::Tensor>& bias, double eps) {
   auto shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
-  auto [M, N] = ln_dims(input, shape);
+  auto [M, N] = ln_dims(input, shape, weight, bias);
   const at::Tensor w = weight && weight->defined() ? *weight : at::Tensor();
   const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
   bool mixed = (w.defined() && w.scalar_type() != input.scalar_type()) || (b.defined() && b.scalar_type() != input.scalar_type());
@@ -142,7 +152,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     std::array<bool, 3> mask) {
   auto shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
-  auto [M, N] = ln_dims(input, shape);
+  auto [M, N] = ln_dims(input, shape, weight, bias);
   const at::Tensor w = weight && weight->defined() ? *weight : at::Tensor();
   const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
   const bool stats_ok = mean.scalar_type() == input.scalar_type() ||
@@ -287,7 +297,7 @@ struct MultiMargin {
 };
 
 MultiMargin multi_margin_setup(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
-                               const at::Scalar& margin, const char* name) {
+                               const at::Scalar& margin, const std::optional<at::Tensor>& weight, const char* name) {
   const int64_t nd = self.dim();
   TORCH_CHECK((nd == 2 && self.size(1) != 0) || (nd == 1 && self.size(0) != 0) || nd == 0,
               "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
@@ -299,6 +309,8 @@ MultiMargin multi_margin_setup(const at::Tensor& self, const at::Tensor& target,
   m.C = m.x.size(1);
   TORCH_CHECK(target.numel() == m.N && target.dim() <= 1, "inconsistent target size, expected ", m.N, " but got ",
               target.sizes());
+  TORCH_CHECK(!weight || !weight->defined() || (weight->dim() <= 1 && weight->numel() == m.C),
+              "inconsistent weight size, expected ", m.C, " but got ", weight ? weight->sizes() : at::IntArrayRef());
   m.t = target.reshape({m.N, 1}).to(at::kLong);
   if (m.N) TORCH_CHECK(m.t.min().item<int64_t>() >= 0 && m.t.max().item<int64_t>() < m.C, "target out of range");
   m.onehot = at::zeros({m.N, m.C}, self.options().dtype(at::kBool)).scatter_(1, m.t, true);
@@ -308,7 +320,7 @@ MultiMargin multi_margin_setup(const at::Tensor& self, const at::Tensor& target,
 
 at::Tensor nx_multi_margin_loss(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
                              const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction) {
-  MultiMargin m = multi_margin_setup(self, target, p, margin, "aten::multi_margin_loss");
+  MultiMargin m = multi_margin_setup(self, target, p, margin, weight, "aten::multi_margin_loss");
   record_native("aten::multi_margin_loss");
   at::Tensor h = m.z.clamp_min(0);
   if (p.toLong() == 2) h = h * h;
@@ -330,7 +342,7 @@ at::Tensor& nx_multi_margin_loss_out(const at::Tensor& self, const at::Tensor& t
 at::Tensor nx_multi_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                                       const at::Scalar& p, const at::Scalar& margin,
                                       const std::optional<at::Tensor>& weight, int64_t reduction) {
-  MultiMargin m = multi_margin_setup(self, target, p, margin, "aten::multi_margin_loss_backward");
+  MultiMargin m = multi_margin_setup(self, target, p, margin, weight, "aten::multi_margin_loss_backward");
   record_native("aten::multi_margin_loss_backward");
   at::Tensor dz = p.toLong() == 2 ? 2 * m.z.clamp_min(0) : m.z.gt(0).to(self.scalar_type());
   dz = dz.masked_fill(m.onehot, 0.0);

@@ -35,8 +35,15 @@ std::tuple<at::Tensor, at::Tensor> native_mha(const at::Tensor& query, const at:
   record_native("aten::_native_multi_head_attention");
   TORCH_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3,
               "_native_multi_head_attention: expected (batch, length, embed) inputs");
+  TORCH_CHECK(query.size(2) == embed_dim, "passed-in embed_dim ", embed_dim, " didn't match last dim of query ",
+              query.size(2));  // CPU's checks and messages
+  TORCH_CHECK(qkv_weight.dim() == 2 && qkv_weight.size(0) == 3 * embed_dim && qkv_weight.size(1) == embed_dim,
+              "expected `qkv_weight` of shape (3 * embed_dim, embed_dim), got ", qkv_weight.sizes());
   TORCH_CHECK(embed_dim % num_head == 0, "embed_dim must be divisible by num_heads");
   const int64_t B = query.size(0), L = query.size(1), S = key.size(1), dh = embed_dim / num_head;
+  if (mask && mask->defined() && mask_type && *mask_type == 1)
+    TORCH_CHECK(mask->dim() == 2 && mask->size(0) == B && mask->size(1) == S,
+                "For mask_type == 1 mask shape should be (B, L)");
   auto w = qkv_weight.chunk(3, 0);
   auto b = qkv_bias.chunk(3, 0);
   auto heads = [&](const at::Tensor& t, int64_t len) { return t.view({B, len, num_head, dh}).transpose(1, 2); };

@@ -485,6 +485,16 @@ def test_channels_last_results_and_gradients_as_cpu(native, case):
     assert torch_neuronx.get_fallback_ops() == []
 
 
+def _mha_fast_path(t):
+    """nn.MultiheadAttention's fast path (eval, no grad, batch_first, self-attention) with a key
+    padding mask one column short."""
+    torch.manual_seed(0)
+    m = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval().to(t(0.0).device)
+    q = t(_x(2, 5, 8))
+    with torch.no_grad():
+        return m(q, q, q, key_padding_mask=t(torch.zeros(2, 4, dtype=torch.bool)), need_weights=False)
+
+
 def _error_of(call):
     try:
         out = call()
@@ -499,7 +509,9 @@ def _error_of(call):
                                   "ctc_negative_input_length", "ctc_negative_target_length", "ctc_targets_too_long",
                                   "adaptive_avg_pool2d_empty_grad", "conv2d_weight_bf16", "conv2d_input_bf16",
                                   "conv1d_weight_f16", "conv3d_weight_f64", "conv_transpose2d_weight_bf16",
-                                  "conv2d_module_bf16_no_bias"])
+                                  "conv2d_module_bf16_no_bias", "layer_norm_weight_short", "layer_norm_weight_long",
+                                  "layer_norm_bias_short", "layer_norm_weight_2d", "layer_norm_empty_shape",
+                                  "multi_margin_weight_short", "multi_margin_weight_long", "mha_key_padding_mask"])
 def test_nn_argument_errors_as_cpu(native, case):
     """Bad arguments raise CPU PyTorch's error type (and where ours is CPU's, its message), and
     the device stays usable."""
@@ -533,6 +545,15 @@ def test_nn_argument_errors_as_cpu(native, case):
         "conv_transpose2d_weight_bf16": lambda: F.conv_transpose2d(t(_x(1, 2, 5, 5)), t(_x(2, 3, 3, 3).bfloat16())),
         "conv2d_module_bf16_no_bias": lambda: torch.nn.Conv2d(2, 3, 3, bias=False).to(device).bfloat16()(
             t(_x(1, 2, 5, 5))),
+        # parameters of the wrong shape: an error, not reads past their end
+        "layer_norm_weight_short": lambda: F.layer_norm(t(_x(2, 3)), (3,), weight=t(_x(2))),
+        "layer_norm_weight_long": lambda: F.layer_norm(t(_x(2, 3)), (3,), weight=t(_x(4))),
+        "layer_norm_bias_short": lambda: F.layer_norm(t(_x(2, 3)), (3,), bias=t(_x(1))),
+        "layer_norm_weight_2d": lambda: F.layer_norm(t(_x(2, 3)), (3,), weight=t(_x(1, 3))),
+        "layer_norm_empty_shape": lambda: torch.native_layer_norm(t(_x(2, 3)), [], None, None, 1e-5),
+        "multi_margin_weight_short": lambda: F.multi_margin_loss(t(_x(2, 3)), t([0, 1]), weight=t(_x(2))),
+        "multi_margin_weight_long": lambda: F.multi_margin_loss(t(_x(2, 3)), t([0, 2]), weight=t(_x(5))),
+        "mha_key_padding_mask": lambda: _mha_fast_path(t),
     }
     device = "cpu"
     want, _ = _error_of(calls[case])
@@ -540,7 +561,7 @@ def test_nn_argument_errors_as_cpu(native, case):
     device = "neuron"
     got, _ = _error_of(calls[case])
     assert type(got) is type(want), (got, want)
-    if case.startswith(("conv_dilation", "ctc", "adaptive", "bag_last")):
+    if case.startswith(("conv_dilation", "ctc", "adaptive", "bag_last", "layer_norm", "multi_margin", "mha")):
         assert str(got).splitlines()[0] == str(want).splitlines()[0]
     assert torch.equal((torch.ones(3, device="neuron") * 2).cpu(), torch.full((3,), 2.0))
 

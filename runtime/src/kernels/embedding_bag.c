@@ -92,29 +92,37 @@ static float psw_at(const bag_task *t, int64_t i) {
 }
 
 
+#define BAG_AHEAD 12 /* entries ahead whose weight rows are prefetched */
+
 static void bag_fwd(void *ctx, int64_t b0, int64_t b1) {
   const bag_task *t = ctx;
   const int64_t D = t->D;
   float *acc = malloc(sizeof(float) * (size_t)(2 * D > 0 ? 2 * D : 1)), *row = acc + D;
   int64_t *arg = t->maxi.data ? malloc(sizeof(int64_t) * (size_t)(D > 0 ? D : 1)) : NULL;
   const int32_t wdt = t->a.weight.dtype;
+  const int direct = wdt == VNC_FLOAT32 && t->a.weight.strides[1] == 1; /* rows read in place */
+  const int64_t row_bytes = t->a.weight.strides[1] == 1 ? D * (int64_t)vnc_dtype_size(wdt) : 0;
   for (int64_t b = b0; b < b1; b++) {
     int64_t count = 0;
     for (int64_t d = 0; d < D; d++) acc[d] = 0.0f;
     if (arg) memset(arg, 0, sizeof(int64_t) * (size_t)D);
     for (int64_t i = t->start[b]; i < t->start[b + 1]; i++) {
       const int64_t r = t->row[i];
+      if (i + BAG_AHEAD < t->n && t->row[i + BAG_AHEAD] >= 0) /* rows come from anywhere in the table */
+        for (int64_t q = 0; q < row_bytes; q += 64) __builtin_prefetch(elem2(&t->a.weight, t->row[i + BAG_AHEAD], 0) + q);
       if (r < 0) continue;
-      vnc_to_f32(row, elem2(&t->a.weight, r, 0), wdt, t->a.weight.strides[1], D);
+      const float *x = row;
+      if (direct) x = (const float *)elem2(&t->a.weight, r, 0);
+      else vnc_to_f32(row, elem2(&t->a.weight, r, 0), wdt, t->a.weight.strides[1], D);
       if (t->a.mode == VNC_BAG_MAX) {
         for (int64_t d = 0; d < D; d++)
-          if (count == 0 || row[d] > acc[d]) {
-            acc[d] = row[d];
+          if (count == 0 || x[d] > acc[d]) {
+            acc[d] = x[d];
             arg[d] = r;
           }
       } else {
         const float w = t->psw.data ? psw_at(t, i) : 1.0f;
-        for (int64_t d = 0; d < D; d++) acc[d] += t->psw.data ? row[d] * w : row[d];
+        for (int64_t d = 0; d < D; d++) acc[d] += t->psw.data ? x[d] * w : x[d];
       }
       count++;
     }
