@@ -218,6 +218,21 @@ def test_cumsum_cumprod_dtypes_match_cpu(native, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_cumsum_is_cpus_bits(native, dtype):
+    """cumsum follows ATen's CPU kernel (a double running sum for float32, float for 16-bit
+    types, each output rounded from it): CPU's bits, for lines dense along the scanned dim, lines
+    across it and transposed inputs, long lines and large magnitudes included."""
+    g = torch.Generator().manual_seed(3)
+    for shape, dim in (((64, 1024), 1), ((64, 1024), 0), ((3, 100000), 1), ((1000, 7), 1), ((5, 6, 7), 1)):
+        x = (torch.randn(shape, generator=g) * 1e4).to(dtype)
+        want = torch.cumsum(x, dim)
+        assert torch.equal(torch.cumsum(x.to(native), dim).cpu(), want), (shape, dim)
+        if x.dim() == 2:
+            xt = x.t().contiguous().t()
+            assert torch.equal(torch.cumsum(xt.to(native), dim).cpu(), want), (shape, dim, "transposed")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_scans_of_negative_zeros_keep_cpu_signs(native, dtype):
     """Sums start from +0 on CPU PyTorch: a line of -0.0 sums to +0.0, products keep the sign."""
     x = torch.tensor([[-0.0, -0.0, 1.0, -0.0], [-0.0, -0.0, -0.0, -0.0]], dtype=dtype)

@@ -20,6 +20,8 @@ typedef struct scan_task {
   vnc_lines l; /* 0: x, 1: out */
   vnc_scan_op op;
   int floating;      /* accumulate in float32 (else int64) */
+  int wide;          /* a float32 (or float64) sum: the running sum in double, as CPU's acc_type */
+  int dense;         /* a float32 sum whose lines are dense: scan_units runs line by line */
   int64_t fast;      /* lines along the fastest other dim (1 if none) */
   int64_t tiles;     /* tiles per group of `fast` lines */
 } scan_task;
@@ -31,8 +33,17 @@ static inline float two_sum(float a, float b, float *err) {
   return s;
 }
 
-/* Float accumulators of one tile. Sums carry a Kahan compensation term. */
-static void combine_f32(vnc_scan_op op, float *acc, float *comp, const float *x, int64_t w, int first) {
+/* Float accumulators of one tile: sums as ATen's CPU kernel (the running sum in double for
+ * float32 lines, `wide`, in float for 16-bit ones; each output the running sum rounded). */
+static void combine_f32(vnc_scan_op op, float *acc, float *comp, double *wsum, int wide, const float *x, int64_t w,
+                        int first) {
+  if (op == VNC_SCAN_SUM && wide) {
+    for (int64_t i = 0; i < w; i++) {
+      wsum[i] = (first ? 0.0 : wsum[i]) + (double)x[i]; /* from ATen's identity: a leading -0.0 gives +0.0 */
+      acc[i] = (float)wsum[i];
+    }
+    return;
+  }
   for (int64_t i = 0; i < w; i++) {
     const float v = x[i];
     if (first) { /* sums start from ATen's identity (+0, -inf): a leading -0.0 gives +0.0 */
@@ -41,13 +52,9 @@ static void combine_f32(vnc_scan_op op, float *acc, float *comp, const float *x,
       continue;
     }
     switch (op) {
-      case VNC_SCAN_SUM: {
-        const float y = v - comp[i], s = acc[i] + y;
-        comp[i] = (s - acc[i]) - y;
-        acc[i] = isfinite(s) ? s : acc[i] + v; /* infinities and NaN: plain IEEE sum */
-        if (!isfinite(s)) comp[i] = 0.0f;
+      case VNC_SCAN_SUM:
+        acc[i] = acc[i] + v;
         break;
-      }
       case VNC_SCAN_PROD:
         acc[i] = acc[i] * v;
         break;
@@ -90,10 +97,22 @@ static void scan_units(void *ctx, int64_t u0, int64_t u1) {
   const vnc_loop_fn load = vnc_copy_loop(acc_dt, l->dtypes[0]), store = vnc_copy_loop(l->dtypes[1], acc_dt);
   const int64_t fx = last >= 0 ? l->strides[0][last] : 0, fo = last >= 0 ? l->strides[1][last] : 0;
   float fbuf[SCAN_TILE], facc[SCAN_TILE], comp[SCAN_TILE];
+  double wsum[SCAN_TILE];
   int64_t ibuf[SCAN_TILE], iacc[SCAN_TILE];
   char *const buf = t->floating ? (char *)fbuf : (char *)ibuf;
   char *const accp = t->floating ? (char *)facc : (char *)iacc;
   const int64_t abytes = t->floating ? 4 : 8;
+  if (t->dense) { /* float32 lines dense along the scanned dim: one line after another */
+    for (int64_t u = u0; u < u1; u++) {
+      char *p[2];
+      vnc_lines_base(l, u, p);
+      const float *x = (const float *)p[0];
+      float *y = (float *)p[1];
+      double a = 0.0;
+      for (int64_t j = 0; j < n; j++) y[j] = (float)(a += (double)x[j]);
+    }
+    return;
+  }
   for (int64_t u = u0; u < u1; u++) {
     const int64_t group = u / t->tiles, i0 = (u % t->tiles) * SCAN_TILE;
     const int64_t w = t->fast - i0 < SCAN_TILE ? t->fast - i0 : SCAN_TILE;
@@ -101,7 +120,7 @@ static void scan_units(void *ctx, int64_t u0, int64_t u1) {
     vnc_lines_base(l, group * t->fast + i0, p);
     for (int64_t j = 0; j < n; j++) {
       load(NULL, (char *[]){buf, p[0] + j * l->step[0]}, (const int64_t[]){abytes, fx}, w, 0);
-      if (t->floating) combine_f32(t->op, facc, comp, fbuf, w, j == 0);
+      if (t->floating) combine_f32(t->op, facc, comp, wsum, t->wide, fbuf, w, j == 0);
       else combine_i64(t->op, iacc, ibuf, w, j == 0);
       store(NULL, (char *[]){p[1] + j * l->step[1], accp}, (const int64_t[]){fo, abytes}, w, 0);
     }
@@ -110,6 +129,11 @@ static void scan_units(void *ctx, int64_t u0, int64_t u1) {
 
 static vnc_status scan_run(void *p) {
   scan_task *t = p;
+  if (t->dense) {
+    const int64_t n = t->l.len[0];
+    vnc_parallel_for(t->l.count, n >= 32768 ? 1 : 32768 / n + 1, scan_units, t);
+    return VNC_OK;
+  }
   const int64_t units = t->l.count / t->fast * t->tiles, n = t->l.len[0];
   const int64_t per_unit = n * SCAN_TILE;
   vnc_parallel_for(units, per_unit >= 32768 ? 1 : 32768 / per_unit + 1, scan_units, t);
@@ -133,6 +157,9 @@ vnc_status vnc_scan(vnc_stream *s, const char *op_name, vnc_scan_op op, const vn
   if (!vnc_copy_loop(VNC_FLOAT32, x->dtype)) return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s: unknown dtype", op_name);
   t.op = op;
   t.floating = floating;
+  t.wide = op == VNC_SCAN_SUM && (x->dtype == VNC_FLOAT32 || x->dtype == VNC_FLOAT64);
+  t.dense = op == VNC_SCAN_SUM && x->dtype == VNC_FLOAT32 && out->dtype == VNC_FLOAT32 && t.l.step[0] == 4 &&
+            t.l.step[1] == 4;
   t.fast = t.l.ndim > 0 ? t.l.sizes[t.l.ndim - 1] : 1;
   t.tiles = (t.fast + SCAN_TILE - 1) / SCAN_TILE;
   return vnc_launch(s, op_name, scan_run, &t, sizeof t, NULL);
