@@ -43,6 +43,30 @@ def test_scatter_add_and_index_add_sum_duplicates():
     assert torch.equal(_n(torch.ones(3, 5)).index_add(0, _n(rows), _n(torch.ones(4, 5)), alpha=3).cpu(), expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_accumulating_row_writes_in_index_order(native, dtype):
+    """index_add_ and index_put_(accumulate=True) of rows with many duplicate indices run in
+    slices of columns, each row's contributions in index order whatever the thread count:
+    index_add_ gives CPU's bits (its kernel adds in that order too), index_put_ the same bits as
+    index_add_ (CPU's index_put_ kernel orders its float additions otherwise: close values)."""
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randint(0, 50, (3000,), generator=g)
+    src = (torch.randn(3000, 300, generator=g) * 100).to(dtype)
+    base = torch.randn(50, 300, generator=g).to(dtype)
+    want = base.clone().index_add_(0, idx, src)
+    prev = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            got_add = base.to(native).index_add_(0, idx.to(native), src.to(native)).cpu()
+            got_put = base.to(native).index_put_((idx.to(native),), src.to(native), accumulate=True).cpu()
+            assert torch.equal(got_add, want), threads
+            assert torch.equal(got_put, want), threads
+    finally:
+        torch.set_num_threads(prev)
+    torch.testing.assert_close(base.clone().index_put_((idx,), src, accumulate=True), want, rtol=1e-5, atol=1e-2)
+
+
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce_with_duplicates_and_nan(reduce, include_self):

@@ -78,6 +78,29 @@ static void check_loop(void *ctx, char **data, const int64_t *st, int64_t n, int
 static void index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t pos) {
   const index_task *t = ctx;
   (void)pos;
+  int fixed = t->combine != NULL; /* a reduction's run with one index value: the offset once */
+  for (int j = 0; j < t->nidx; j++) fixed &= st[2 + j] == 0;
+  if (fixed && n > 1) {
+    int64_t off = 0;
+    for (int j = 0; j < t->nidx; j++) {
+      const int64_t v = *(const int64_t *)data[2 + j];
+      off += (v < 0 ? v + t->sizes[j] : v) * t->strides[j];
+    }
+    char *d = data[0] + (t->direction == VNC_INDEX_GATHER ? 0 : off);
+    const char *s = data[1] + (t->direction == VNC_INDEX_GATHER ? off : 0);
+    if (t->combine == sum_FLOAT32 && st[0] == 4 && st[1] == 4) { /* sum_FLOAT32's additions, vectorised */
+      for (int64_t i = 0; i < n; i++) {
+        float a, b;
+        memcpy(&a, d + 4 * i, 4);
+        memcpy(&b, s + 4 * i, 4);
+        a = a + b;
+        memcpy(d + 4 * i, &a, 4);
+      }
+    } else {
+      for (int64_t i = 0; i < n; i++) t->combine(d + i * st[0], s + i * st[1]);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; i++) {
     int64_t off = 0;
     for (int j = 0; j < t->nidx; j++) {
@@ -99,6 +122,36 @@ static void index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int
   }
 }
 
+/* The largest dim (at least 2) along which the destination moves and no index does, or -1: its
+ * positions write disjoint output elements. */
+static int split_dim(const index_task *t) {
+  int best = -1;
+  for (int d = 0; d < t->it.ndim; d++) {
+    int still = t->it.strides[0][d] != 0 && t->it.shape[d] >= 2;
+    for (int j = 0; j < t->nidx; j++) still &= t->it.strides[2 + j][d] == 0;
+    if (still && (best < 0 || t->it.shape[d] > t->it.shape[best])) best = d;
+  }
+  return best;
+}
+
+/* Positions [c0, c1) of the split dim, made the innermost dim: a run along it has one index
+ * value (index_loop's fast case), and every output element still sees its contributions in the
+ * order of the other dims, as in the serial range. */
+static void combine_slices(void *ctx, int64_t c0, int64_t c1) {
+  const index_task *t = ctx;
+  const int d = split_dim(t);
+  vnc_iter sub = t->it;
+  for (int k = 0; k < sub.nops; k++) sub.data[k] += c0 * sub.strides[k][d];
+  sub.numel = t->it.numel / t->it.shape[d] * (c1 - c0);
+  for (int e = d; e > 0; e--) { /* rotate d to position 0 */
+    sub.shape[e] = sub.shape[e - 1];
+    for (int k = 0; k < sub.nops; k++) sub.strides[k][e] = sub.strides[k][e - 1];
+  }
+  sub.shape[0] = c1 - c0;
+  for (int k = 0; k < sub.nops; k++) sub.strides[k][0] = t->it.strides[k][d];
+  vnc_iter_run(&sub, index_loop, (void *)t, 0, sub.numel);
+}
+
 static vnc_status index_run(void *p) {
   const index_task *t = p;
   check_ctx c = {.t = t};
@@ -110,8 +163,13 @@ static vnc_status index_run(void *p) {
     return vnc_set_error((t->flags & VNC_INDEX_RANGE_AS_INVALID) ? VNC_ERR_INVALID_ARGUMENT : VNC_ERR_INDEX,
                          "index %lld is out of bounds for dimension %lld with size %lld",
                          (long long)c.value, (long long)(t->dim + c.j), (long long)t->sizes[c.j]);
-  /* Reductions run as one serial range: every duplicate applied, in a fixed order. */
-  vnc_iter_for_each(&t->it, index_loop, (void *)t, t->combine ? t->it.numel : VNC_ITER_GRAIN);
+  /* Reductions apply every duplicate in iteration order: one serial range, or one per slice of a
+   * dim the indices do not move along (index_add_ of rows, index_put_ with accumulate: the
+   * columns), each output element in one slice, its contributions in the same order. */
+  const int d = t->combine ? split_dim(t) : -1;
+  if (d >= 0) vnc_parallel_for(t->it.shape[d], 1 + VNC_ITER_GRAIN / (t->it.numel / t->it.shape[d]), combine_slices,
+                               (void *)t);
+  else vnc_iter_for_each(&t->it, index_loop, (void *)t, t->combine ? t->it.numel : VNC_ITER_GRAIN);
   return VNC_OK;
 }
 
