@@ -102,7 +102,7 @@ _SCALAR_OPERAND = {operator.add, operator.sub, operator.mul, operator.truediv, o
                    "add_", "sub_", "mul_", "div_"}
 
 
-def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> list:
+def _ints_as_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> tuple[list, list]:
     """Makes the symbolic Python ``int`` inputs of a Dynamo graph that only scale or shift tensor
     values (``x * n``, ``x + n // 2``; never a size, a dim or an op's int parameter) 0-dim int64
     tensor inputs, so one lowering serves every value (a tensor is read at run time; a Python int
