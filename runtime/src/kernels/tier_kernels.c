@@ -172,6 +172,8 @@ static float lane_tree(v8f l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] 
 /* f(x - shift) of 8 elements: kind 0 x, 1 x^2. */
 #define TERM8(p, kind, sh) ((kind) == 0 ? load8(p) : (load8(p) - (sh)) * (load8(p) - (sh)))
 
+#define PF_RUNS 32 /* block_sum prefetches this many runs ahead (16 KB: a DRAM latency of adds) */
+
 /* K full runs from p side by side (K independent chains, the same additions per lane as one
  * run at a time), their lane trees into out[0..K). K and kind are constants after inlining. */
 static inline __attribute__((always_inline)) void runs_side_by_side(const float *p, int K, int kind, v8f sh,
@@ -180,7 +182,7 @@ static inline __attribute__((always_inline)) void runs_side_by_side(const float 
   for (int64_t i = 0; i < RUN; i += 8) {
     /* the next K runs, a line per 2 runs per step: the loads here stride across the page, which
      * the hardware's stream prefetcher follows poorly */
-    for (int j = 0; j < K / 2; j++) __builtin_prefetch(p + K * RUN + i * K + j * 16);
+    for (int j = 0; j < K / 2; j++) __builtin_prefetch(p + PF_RUNS * RUN + i * K + j * 16);
     for (int k = 0; k < K; k++) a[k] += TERM8(p + k * RUN + i, kind, sh);
   }
   for (int k = 0; k < K; k++) out[k] = lane_tree(a[k]);
