@@ -45,6 +45,7 @@ typedef struct index_task {
   int64_t sizes[VNC_INDEX_MAX], strides[VNC_INDEX_MAX], dim;
   combine_fn combine;
   size_t esize;
+  int split; /* a reduction's dim run in parallel slices (split_dim), else -1 */
 } index_task;
 
 /* The bounds check runs over the whole iteration before any write; the first bad index in
@@ -75,17 +76,23 @@ static void check_loop(void *ctx, char **data, const int64_t *st, int64_t n, int
   }
 }
 
+/* Byte offset of element i of a run: the sum of its (wrapped) index values times the strides. */
+static int64_t index_offset(const index_task *t, char **data, const int64_t *st, int64_t i) {
+  int64_t off = 0;
+  for (int j = 0; j < t->nidx; j++) {
+    const int64_t v = *(const int64_t *)(data[2 + j] + i * st[2 + j]);
+    off += (v < 0 ? v + t->sizes[j] : v) * t->strides[j];
+  }
+  return off;
+}
+
 static void index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t pos) {
   const index_task *t = ctx;
   (void)pos;
   int fixed = t->combine != NULL; /* a reduction's run with one index value: the offset once */
   for (int j = 0; j < t->nidx; j++) fixed &= st[2 + j] == 0;
   if (fixed && n > 1) {
-    int64_t off = 0;
-    for (int j = 0; j < t->nidx; j++) {
-      const int64_t v = *(const int64_t *)data[2 + j];
-      off += (v < 0 ? v + t->sizes[j] : v) * t->strides[j];
-    }
+    const int64_t off = index_offset(t, data, st, 0);
     char *d = data[0] + (t->direction == VNC_INDEX_GATHER ? 0 : off);
     const char *s = data[1] + (t->direction == VNC_INDEX_GATHER ? off : 0);
     if (t->combine == sum_FLOAT32 && st[0] == 4 && st[1] == 4) { /* sum_FLOAT32's additions, vectorised */
@@ -102,11 +109,7 @@ static void index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int
     return;
   }
   for (int64_t i = 0; i < n; i++) {
-    int64_t off = 0;
-    for (int j = 0; j < t->nidx; j++) {
-      int64_t v = *(const int64_t *)(data[2 + j] + i * st[2 + j]);
-      off += (v < 0 ? v + t->sizes[j] : v) * t->strides[j];
-    }
+    const int64_t off = index_offset(t, data, st, i);
     char *d = data[0] + i * st[0];
     const char *s = data[1] + i * st[1];
     if (t->direction == VNC_INDEX_GATHER) s += off;
@@ -139,7 +142,7 @@ static int split_dim(const index_task *t) {
  * order of the other dims, as in the serial range. */
 static void combine_slices(void *ctx, int64_t c0, int64_t c1) {
   const index_task *t = ctx;
-  const int d = split_dim(t);
+  const int d = t->split;
   vnc_iter sub = t->it;
   for (int k = 0; k < sub.nops; k++) sub.data[k] += c0 * sub.strides[k][d];
   sub.numel = t->it.numel / t->it.shape[d] * (c1 - c0);
@@ -166,7 +169,7 @@ static vnc_status index_run(void *p) {
   /* Reductions apply every duplicate in iteration order: one serial range, or one per slice of a
    * dim the indices do not move along (index_add_ of rows, index_put_ with accumulate: the
    * columns), each output element in one slice, its contributions in the same order. */
-  const int d = t->combine ? split_dim(t) : -1;
+  const int d = t->split;
   if (d >= 0) vnc_parallel_for(t->it.shape[d], 1 + VNC_ITER_GRAIN / (t->it.numel / t->it.shape[d]), combine_slices,
                                (void *)t);
   else vnc_iter_for_each(&t->it, index_loop, (void *)t, t->combine ? t->it.numel : VNC_ITER_GRAIN);
@@ -201,6 +204,7 @@ vnc_status vnc_index(vnc_stream *s, const char *op, const vnc_iter *it, int dire
                   .esize = esize};
   memcpy(t.sizes, sizes, sizeof(int64_t) * (size_t)nidx);
   memcpy(t.strides, strides, sizeof(int64_t) * (size_t)nidx);
+  t.split = combine ? split_dim(&t) : -1;
   return vnc_launch(s, op, index_run, &t, sizeof t, NULL);
 }
 

@@ -308,33 +308,16 @@ static void extreme_tile(const red_task *t, int64_t o0, int64_t nt, int64_t r0, 
   const int direct = t->it.dtypes[in] == VNC_FLOAT32 && st0 == 4;
   float m[TILE], row[TILE];
   int32_t idx[TILE]; /* row within the chunk (< VNC_REDUCE_CHUNK): float32's width, one vector */
-  if (direct && t->nred == 1) { /* rows at one stride (whole floats): the tier's vectorised loop */
+  const float *x0 = tile_row(t, base, r0, nt, direct, row);
+  memcpy(m, x0, sizeof(float) * (size_t)nt);
+  memset(idx, 0, sizeof idx);
+  int32_t *ix = with_idx ? idx : NULL;
+  if (direct && t->nred == 1) { /* rows at one stride (whole floats): one call for the rest */
     const int64_t rs = t->it.strides[in][t->red_dims[0]] / 4;
-    const float *x0 = (const float *)base + r0 * rs;
-    memcpy(m, x0, sizeof(float) * (size_t)nt);
-    memset(idx, 0, sizeof idx);
-    vnc_tier()->tile_extreme(m, with_idx ? idx : NULL, x0 + rs, rs, r1 - r0 - 1, nt, mx, 1);
-  } else {
-    for (int64_t r = r0; r < r1; r++) {
-      const float *x = tile_row(t, base, r, nt, direct, row);
-      if (r == r0) {
-        memcpy(m, x, sizeof(float) * (size_t)nt);
-        memset(idx, 0, sizeof idx);
-      } else if (with_idx) {
-        const int32_t k = (int32_t)(r - r0);
-        for (int64_t j = 0; j < nt; j++) {
-          const float v = x[j], c = m[j];
-          const int32_t take = c == c && (v != v || (mx ? v > c : v < c));
-          m[j] = take ? v : c;
-          idx[j] = take ? k : idx[j];
-        }
-      } else {
-        for (int64_t j = 0; j < nt; j++) {
-          const float v = x[j], c = m[j];
-          m[j] = c == c && (v != v || (mx ? v > c : v < c)) ? v : c;
-        }
-      }
-    }
+    vnc_tier()->tile_extreme(m, ix, x0 + rs, rs, r1 - r0 - 1, nt, mx, 1);
+  } else { /* rows gathered (converted, or across reduced dims) one at a time, the same rule */
+    for (int64_t r = r0 + 1; r < r1; r++)
+      vnc_tier()->tile_extreme(m, ix, tile_row(t, base, r, nt, direct, row), 0, 1, nt, mx, (int32_t)(r - r0));
   }
   memcpy(val, m, sizeof(float) * (size_t)nt);
   for (int64_t j = 0; j < nt; j++) at[j] = with_idx ? r0 + idx[j] : -1;
