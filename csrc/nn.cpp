@@ -187,6 +187,7 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self
                                                           const std::optional<at::Tensor>& weight, int64_t reduction,
                                                           int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
   Structured<at::meta::structured_nll_loss_forward, 2> op(Mode::Out, {output, total_weight});
+  op.reads = {self, target, weight.value_or(at::Tensor())};
   op.meta(self, target, to_meta(weight), reduction, ignore_index);
   const at::Tensor no_weight;
   check_same_device("aten::nll_loss_forward", self, {&target, weight ? &*weight : &no_weight});
@@ -218,6 +219,7 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
                                   const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
                                   const at::Tensor& total_weight, at::Tensor& grad_input) {
   Structured<at::meta::structured_nll_loss_backward> op(Mode::Out, {grad_input});
+  op.reads = {grad_output, self, target, weight.value_or(at::Tensor()), total_weight};
   op.meta(grad_output, self, target, to_meta(weight), reduction, ignore_index, total_weight);
   const at::Tensor no_weight;
   check_same_device("aten::nll_loss_backward", self, {&grad_output, &target, &total_weight, weight ? &*weight : &no_weight});
@@ -687,7 +689,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
     vnc_rows s = rows_of(src, self.dim() ? d : 0), dst = rows_of(self.dim() ? o : o.reshape({1}), self.dim() ? d : 0);
     c10::DeviceGuard g(self.device());
     check(vnc_index_select(stream_of(src), "aten::index_select", &s, element_ptr(idx), static_cast<int32_t>(idx.scalar_type()), 1,
-                           idx.numel(), &dst));
+                           idx.numel(), self.dim() ? d : 0, &dst));
   });
   return out;
 }
@@ -959,7 +961,7 @@ at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
 at::Tensor eye_m(int64_t n, int64_t m, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                  std::optional<at::Device> device, std::optional<bool> pin_memory) {
   at::Tensor out = at::empty({0}, at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
-  return eye_m_out(n, m, out);
+  return at::eye_outf(n, m, out);  // through the dtype gate: dtypes CPU refuses take its refusal
 }
 at::Tensor eye(int64_t n, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                std::optional<at::Device> device, std::optional<bool> pin_memory) {
@@ -1103,6 +1105,11 @@ NEURON_WRITES_OVERLAPPING(structured_tril)
 NEURON_WRITES_OVERLAPPING(structured_triu)
 NEURON_WRITES_OVERLAPPING(structured_nll_loss_forward)
 NEURON_WRITES_OVERLAPPING(structured_nll_loss_backward)
+// CPU's kernels of these compute an out= tensor partially overlapping their input (structured.h).
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured__softmax)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured__log_softmax)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_tril)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_triu)
 
 using T = const at::Tensor&;
 

@@ -1,8 +1,11 @@
 """Indexing kernels (advanced indexing, index_put_, gather/scatter, index_add/copy/fill,
 nonzero and mask ops) against CPU PyTorch: the fault kinds device backends hit most —
 duplicate indices, negative indices, strided operands, out-of-range indices."""
+import re
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_neuronx
 from conftest import run_py
@@ -183,6 +186,25 @@ def test_out_of_range_index_raises_cpu_error_naming_the_op_and_index(op):
         torch.neuron.synchronize()
     assert torch.equal(x.cpu(), torch.zeros(4, 3))   # nothing written, process usable
     assert x[_n(torch.tensor([3]))].shape == (1, 3)
+
+
+@pytest.mark.parametrize("shape,dim", [((4, 3), 0), ((4, 3), 1), ((2, 4, 3), 1), ((2, 3, 4), 2), ((4,), 0),
+                                       ((4, 3), "embedding")])
+def test_index_select_out_of_range_raises_cpus_error(shape, dim):
+    """ATen's CPU index_select raises RuntimeError ("INDICES element is out of DATA bounds")
+    along dim 1 and IndexError ("index out of range in self") along the others, F.embedding's
+    lookup too: the same type, CPU's message in ours."""
+    def call(dev):
+        x, idx = torch.zeros(shape, device=dev), torch.tensor([1, 9], device=dev)
+        return x, (lambda: F.embedding(idx, x)) if dim == "embedding" else (lambda: torch.index_select(x, dim, idx))
+
+    with pytest.raises(Exception) as cpu_error:
+        call("cpu")[1]()
+    x, f = call("neuron")
+    with pytest.raises(type(cpu_error.value), match=re.escape(str(cpu_error.value))):
+        f()
+        torch.neuron.synchronize()
+    assert torch.index_select(x, 0, _n(torch.tensor([0]))).abs().sum().item() == 0  # process usable
 
 
 def test_out_of_range_index_raises_at_the_call_with_launch_blocking():

@@ -97,7 +97,7 @@ static void computing_kernels_refuse(int32_t dt) {
   REFUSED(vnc_nll_loss(S, "nll_loss", 2, 4, dt, buf, (const int64_t *)buf, NULL, 1, -100, buf, buf));
   REFUSED(vnc_nll_loss_backward(S, "nll_loss_backward", 2, 4, dt, buf, 0, (const int64_t *)buf, NULL, 1, -100, buf, buf));
   REFUSED(vnc_index_add_rows(S, "index_add", &r, buf, VNC_INT64, 1, &r, INT64_MIN, 0, 0));
-  REFUSED(vnc_index_select(S, "index_select", &rf, buf, VNC_INT64, 1, 1, &r)); /* converting */
+  REFUSED(vnc_index_select(S, "index_select", &rf, buf, VNC_INT64, 1, 1, 0, &r)); /* converting */
   vnc_conv_params cp = {.nspatial = 1, .N = 1, .C = 1, .O = 1, .groups = 1, .in = {4}, .k = {1}, .out = {4},
                         .stride = {1}, .pad = {0}, .dil = {1}, .dtype = dt};
   REFUSED(vnc_conv_forward(S, "conv", &cp, buf, buf, NULL, buf));
@@ -178,7 +178,7 @@ static void byte_kernels_move(int32_t dt) {
   int64_t rows[2] = {2, 0};
   vnc_rows rs = {.data = src, .dtype = dt, .outer = 1, .n = 3, .inner = 2, .outer_stride = 6, .stride = 2, .inner_stride = 1};
   vnc_rows ro = {.data = dst, .dtype = dt, .outer = 1, .n = 2, .inner = 2, .outer_stride = 4, .stride = 2, .inner_stride = 1};
-  CHECK_OK(vnc_index_select(S, "index_select", &rs, rows, VNC_INT64, 1, 2, &ro));
+  CHECK_OK(vnc_index_select(S, "index_select", &rs, rows, VNC_INT64, 1, 2, 0, &ro));
   CHECK_OK(vnc_stream_synchronize(S));
   CHECK(memcmp(dst, src + 4 * es, (size_t)(2 * es)) == 0 && memcmp(dst + 2 * es, src, (size_t)(2 * es)) == 0);
   /* the indexed copy (gather): dst[e] = src[idx[e]] */
@@ -220,7 +220,7 @@ int main(void) {
     vnc_iter ix = iter_of(3, (int32_t[]){dt, dt, VNC_INT64});
     REFUSED(vnc_index(S, "index", &ix, VNC_INDEX_GATHER, 1, (int64_t[]){4}, (int64_t[]){1}, 0, 0, VNC_REDUCE_NONE));
     vnc_rows r = {.data = buf, .dtype = dt, .outer = 1, .n = 4, .inner = 1, .outer_stride = 4, .stride = 1, .inner_stride = 1};
-    REFUSED(vnc_index_select(S, "index_select", &r, buf, VNC_INT64, 1, 1, &r));
+    REFUSED(vnc_index_select(S, "index_select", &r, buf, VNC_INT64, 1, 1, 0, &r));
   }
   CHECK_OK(vnc_stream_synchronize(S)); /* nothing refused was enqueued */
   for (int i = 0; i < 1 << 16; i++)

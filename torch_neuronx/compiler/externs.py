@@ -496,7 +496,7 @@ def _embedding(lw, node) -> bool:
     name = "aten::index_select"  # eager's embedding is index_select of weight rows (+ a view)
     emit = lambda a: [f"vnc_rows src = {_rows(a(rw), rw, 0)}, dst = {_rows(a(flat), flat, 0)};",  # noqa: E731
                       f'VNC_JIT_TRY(vnc_rt->index_select(s, "{name}", &src, {_ptr(a, ri)}, {dtype_num(ri.dtype)}, 1, '
-                      f'${nidx}, &dst));']
+                      f'${nidx}, 0, &dst));']
     lw.prog.steps.append(Extern(name, emit, [rw, ri], [ro]))
     lw.values[node] = ro
     return True

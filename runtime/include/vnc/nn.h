@@ -58,9 +58,13 @@ vnc_status vnc_nll_loss_backward(vnc_stream *s, const char *op, int64_t N, int64
                                  const void *total_weight, void *grad_x);
 
 /* out rows j = src rows index[j] (index: int64 or int32, `nidx` entries, element stride
- * `index_stride`); src and out are row sets with the same outer/inner. */
+ * `index_stride`); src and out are row sets with the same outer/inner. `dim` (the tensor dim
+ * the rows run along) picks ATen's CPU error for an index outside [0, src->n): dim 1
+ * VNC_ERR_INVALID_ARGUMENT "INDICES element is out of DATA bounds", others VNC_ERR_INDEX
+ * "index out of range in self". */
 vnc_status vnc_index_select(vnc_stream *s, const char *op, const vnc_rows *src, const void *index,
-                            int32_t index_dtype, int64_t index_stride, int64_t nidx, const vnc_rows *out);
+                            int32_t index_dtype, int64_t index_stride, int64_t nidx, int64_t dim,
+                            const vnc_rows *out);
 /* dst rows index[j] += scale_j * src rows j, in order of j (deterministic); rows equal to
  * skip_index are skipped; with by_freq, scale_j = 1 / count(index[j]). dst is zeroed first
  * when zero_first. */

@@ -416,6 +416,7 @@ typedef struct rows_task {
   const void *index;
   int32_t index_dtype;
   int64_t index_stride, nidx, skip;
+  int64_t dim; /* index_select's dim, for its error; -1 otherwise */
   int by_freq, zero_first;
 } rows_task;
 
@@ -427,9 +428,16 @@ static int64_t index_at(const rows_task *t, int64_t j) {
 static vnc_status check_indices(rows_task *t, int64_t limit) {
   for (int64_t j = 0; j < t->nidx; j++) {
     int64_t r = index_at(t, j);
-    if (r != t->skip && (r < 0 || r >= limit))
-      return vnc_set_error(VNC_ERR_INDEX, "index %lld is out of bounds for dimension with size %lld",
+    if (r == t->skip || (r >= 0 && r < limit)) continue;
+    /* index_select: ATen's CPU kernel raises RuntimeError from its dim-1 path, IndexError otherwise */
+    if (t->dim == 1)
+      return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "INDICES element is out of DATA bounds, id=%lld axis_dim=%lld",
                            (long long)r, (long long)limit);
+    if (t->dim >= 0)
+      return vnc_set_error(VNC_ERR_INDEX, "index out of range in self (index %lld, dimension %lld with size %lld)",
+                           (long long)r, (long long)t->dim, (long long)limit);
+    return vnc_set_error(VNC_ERR_INDEX, "index %lld is out of bounds for dimension with size %lld", (long long)r,
+                         (long long)limit);
   }
   return VNC_OK;
 }
@@ -455,11 +463,11 @@ static vnc_status gather_run(void *p) {
 }
 
 vnc_status vnc_index_select(vnc_stream *s, const char *op, const vnc_rows *src, const void *index, int32_t index_dtype,
-                            int64_t index_stride, int64_t nidx, const vnc_rows *out) {
+                            int64_t index_stride, int64_t nidx, int64_t dim, const vnc_rows *out) {
   if (index_dtype != VNC_INT64 && index_dtype != VNC_INT32)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: index must be int64 or int32, got %s", op, vnc_dtype_name(index_dtype));
   rows_task t = {.src = *src, .dst = *out, .index = index, .index_dtype = index_dtype, .index_stride = index_stride,
-                 .nidx = nidx, .skip = INT64_MIN};
+                 .nidx = nidx, .skip = INT64_MIN, .dim = dim};
   if (src->dtype == out->dtype) /* rows move bit for bit, any stored dtype */
     t.src.dtype = t.dst.dtype = vnc_width_dtype(src->dtype);
   VNC_CHECK_COMPUTED(op, t.src.dtype, t.dst.dtype);
@@ -519,7 +527,7 @@ vnc_status vnc_index_add_rows(vnc_stream *s, const char *op, const vnc_rows *dst
   if (index_dtype != VNC_INT64 && index_dtype != VNC_INT32)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "%s: index must be int64 or int32, got %s", op, vnc_dtype_name(index_dtype));
   VNC_CHECK_COMPUTED(op, dst->dtype, src->dtype);
-  rows_task t = {.src = *src, .dst = *dst, .index = index, .index_dtype = index_dtype, .index_stride = 1,
+  rows_task t = {.src = *src, .dst = *dst, .index = index, .index_dtype = index_dtype, .index_stride = 1, .dim = -1,
                  .nidx = nidx, .skip = skip_index, .by_freq = by_freq, .zero_first = zero_first};
   return vnc_launch(s, op, add_run, &t, sizeof t, NULL);
 }
