@@ -515,6 +515,7 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool2d_out(const at::Tensor& self, at::
                                                     at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
                                                     at::Tensor& out, at::Tensor& indices) {
   Structured<at::meta::structured_max_pool2d_with_indices, 2> op(Mode::Out, {out, indices});
+  op.reads = {self};
   op.meta(self, k, s, pad, dil, ceil_mode);
   record_native("aten::max_pool2d_with_indices");
   at::Tensor x = self.contiguous();
@@ -542,6 +543,7 @@ at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
                                     at::IntArrayRef s, at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
                                     const at::Tensor& indices, at::Tensor& grad_input) {
   Structured<at::meta::structured_max_pool2d_with_indices_backward> op(Mode::Out, {grad_input});
+  op.reads = {grad_output, self, indices};
   op.meta(grad_output, self, k, s, pad, dil, ceil_mode, indices);
   check_same_device("aten::max_pool2d_with_indices_backward", self, {&grad_output, &indices});
   record_native("aten::max_pool2d_with_indices_backward");

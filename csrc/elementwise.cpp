@@ -833,6 +833,7 @@ at::Tensor& nx_round_decimals_out(const at::Tensor& self, int64_t decimals, at::
                          " tensors is not natively supported on neuron");  // CPU raises for those
   TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), "result type ", self.scalar_type(),
               " can't be cast to the desired output type ", out.scalar_type());
+  out_overlaps(out, {self}, true);  // CPU's refusal (a TensorIterator); computed apart anyway
   record_native("aten::round");
   const at::Tensor x = at::isReducedFloatingType(self.scalar_type()) ? self.to(at::kFloat) : self;
   const double p = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));

@@ -73,9 +73,21 @@ void check_mm_result(const at::Tensor& out, const at::Tensor& m1, double beta) {
   if (m1.size(1) > 0 || beta != 0.0) at::assert_no_internal_overlap(out);
 }
 
+// The dtype checks of ATen's CPU kernels (after the metas' shape checks), with their messages.
+void check_mm_dtypes(const at::Tensor& m1, const at::Tensor& m2) {
+  TORCH_CHECK(m1.scalar_type() == m2.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ", m1.dtype(),
+              " != ", m2.dtype());
+}
+void check_bmm_dtypes(const at::Tensor& result_like, std::initializer_list<at::Tensor> batches) {
+  for (const at::Tensor& b : batches)
+    TORCH_CHECK(b.scalar_type() == result_like.scalar_type(), "expected scalar type ", result_like.scalar_type(),
+                " but found ", b.scalar_type());
+}
+
 struct Mm {
   template <class M>
   static void run(M&, const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& out) {
+    check_mm_dtypes(self, mat2);
     check_mm_result(out, self, 0.0);
     gemm("aten::mm", self, mat2, out, 1.0, 0.0);
   }
@@ -83,6 +95,7 @@ struct Mm {
 struct Bmm {
   template <class M>
   static void run(M&, const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& out) {
+    check_bmm_dtypes(self, {mat2});
     gemm("aten::bmm", self, mat2, out, 1.0, 0.0);
   }
 };
@@ -107,6 +120,7 @@ struct Baddbmm {
   template <class M>
   static void run(M&, const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                   const at::Scalar& alpha, const at::Tensor& out) {
+    check_bmm_dtypes(self, {b1, b2});
     add_product("aten::baddbmm", self, b1, b2, beta, alpha, out);
     // ATen's CPU baddbmm computes small products (under 400 multiply-adds per matrix) in a
     // loop that scales the product by alpha even when alpha is 0, so NaN and inf in the batches
@@ -117,8 +131,11 @@ struct Baddbmm {
 };
 struct Addmv {
   template <class M>
-  static void run(M&, const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+  static void run(M& op, const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
                   const at::Scalar& alpha, const at::Tensor& out) {
+    // CPU refuses an out= partially overlapping self when it copies self into it (beta != 0);
+    // mv (beta 0) computes (structured.h: the product is written through a temporary)
+    if (op.mode == Mode::Out && beta.toComplexDouble() != 0.0) out_overlaps(op.outs[0], {self}, true);
     add_product("aten::addmv", self, mat, vec, beta, alpha, out);
   }
 };
@@ -144,6 +161,11 @@ at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::T
                      const at::Scalar& alpha, at::Tensor& result) {
   TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
   TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  if (&result != &self) {  // CPU's refusals; the result is computed apart anyway
+    out_overlaps(result, {self}, true);
+    out_overlaps(result, {vec1}, true);
+    out_overlaps(result, {vec2}, true);
+  }
   if (&result == &self) {
     TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
     TORCH_CHECK(self.size(0) == vec1.size(0) && self.size(1) == vec2.size(0), "size mismatch, input: ", self.sizes(),
@@ -269,6 +291,11 @@ NEURON_WRITES_OVERLAPPING(structured_addmm)
 NEURON_WRITES_OVERLAPPING(structured_addmv)
 NEURON_WRITES_OVERLAPPING(structured_bmm)
 NEURON_WRITES_OVERLAPPING(structured_baddbmm)
+// CPU's kernels of these compute an out= tensor partially overlapping an input (structured.h);
+// addmm and baddbmm refuse it (their copy of self into out).
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_mm)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_bmm)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_addmv)
 
 using T = const at::Tensor&;
 using S = const at::Scalar&;

@@ -76,6 +76,14 @@ at::Tensor distinct_elements(const at::Tensor& t);
 // computed in a temporary back into the tensor the op writes.
 void copy_written(const at::Tensor& out, const at::Tensor& src);
 
+// Whether the out= tensor `out` shares memory with one of `inputs` (fully, partially, or as
+// far as ATen's overlap test can tell), so that a kernel writing it would read what it has
+// already written: the caller then computes into a fresh tensor and copies it over. Where
+// `refuse` (CPU's kernel refuses it), a partial overlap raises ATen's "unsupported operation:
+// some elements of the input tensor and the written-to tensor refer to a single memory
+// location" (at::assert_no_partial_overlap) first.
+bool out_overlaps(const at::Tensor& out, at::ArrayRef<at::Tensor> inputs, bool refuse);
+
 // ATen's resize_output of an out= tensor, then the refusal of one whose elements share memory
 // (expanded) that CPU's out= kernels make (at::assert_no_internal_overlap): for kernels that
 // write `out` themselves, not through a structured meta (structured.h) or a copy_ (which check).

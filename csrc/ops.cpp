@@ -29,6 +29,7 @@
 #include <map>
 #include <set>
 #include <mutex>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -769,6 +770,49 @@ at::Tensor to_host_written(const at::Tensor& t, bool& saw_f64) {
   return to_host(distinct_elements(t), saw_f64).expand(t.sizes());
 }
 
+// Host copies of the neuron arguments that share memory with one the op writes (ATen's overlap
+// test; where it cannot tell, sharing a storage counts), as views of one host copy of the
+// memory they span: CPU's kernel then meets the sharing as it would on CPU (it refuses a
+// partial overlap, or computes through it, as its LAPACK-based kernels do) instead of reading
+// separate snapshots. With several dtypes over the memory, a partial overlap is refused
+// (at::assert_no_partial_overlap, TensorIterator's refusal) and the copies stay separate.
+struct WrittenArg {
+  at::Tensor t;
+  bool written;
+};
+std::unordered_map<const c10::TensorImpl*, at::Tensor> host_views_of_shared_memory(const std::vector<WrittenArg>& args,
+                                                                                   bool& saw_f64) {
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> host;
+  for (const auto& [w, written] : args) {
+    if (!written || host.count(w.unsafeGetTensorImpl()) || w.numel() == 0) continue;
+    std::vector<at::Tensor> group;
+    bool shares = false, one_dtype = true;
+    for (const auto& a : args) {
+      if (a.t.numel() == 0 || !a.t.storage().is_alias_of(w.storage())) continue;
+      group.push_back(a.t);
+      shares |= a.t.unsafeGetTensorImpl() != w.unsafeGetTensorImpl() &&
+                at::get_overlap_status(w, a.t) != at::MemOverlapStatus::No;
+      one_dtype &= a.t.scalar_type() == w.scalar_type();
+    }
+    if (!shares) continue;
+    if (!one_dtype) {
+      for (const at::Tensor& t : group) at::assert_no_partial_overlap(w, t);
+      continue;
+    }
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;  // element span in the storage
+    for (const at::Tensor& t : group) {
+      int64_t end = t.storage_offset() + 1;
+      for (int64_t d = 0; d < t.dim(); d++) end += (t.size(d) - 1) * t.stride(d);
+      lo = std::min(lo, t.storage_offset());
+      hi = std::max(hi, end);
+    }
+    const at::Tensor span = to_host(w.as_strided({hi - lo}, {1}, lo), saw_f64);
+    for (const at::Tensor& t : group)
+      host[t.unsafeGetTensorImpl()] = span.as_strided(t.sizes(), t.strides(), t.storage_offset() - lo);
+  }
+  return host;
+}
+
 at::Tensor round_f64(const at::Tensor& t, const char* op) {
   if (t.scalar_type() != at::kDouble) return t;
   warn_float64(op);
@@ -853,6 +897,14 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Move arguments to the host, remembering the neuron tensors the op mutates.
   bool saw_f64 = false;
+  std::vector<WrittenArg> neuron_args;
+  for (size_t i = 0; i < nargs; i++) {
+    const bool written = args_schema[i].alias_info() && args_schema[i].alias_info()->isWrite();
+    for_each_tensor((*stack)[base + i], [&](const at::Tensor& t) {
+      if (t.device().type() == kNeuron) neuron_args.push_back({t, written});
+    });
+  }
+  const auto shared = host_views_of_shared_memory(neuron_args, saw_f64);
   std::vector<std::pair<c10::IValue, c10::IValue>> mutated;  // (original, host copy)
   for (size_t i = 0; i < nargs; i++) {
     c10::IValue& v = (*stack)[base + i];
@@ -863,6 +915,8 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const auto* alias = args_schema[i].alias_info();
     const bool written = alias && alias->isWrite();
     c10::IValue host = map_tensors(v, [&](const at::Tensor& t) {
+      auto s = shared.find(t.unsafeGetTensorImpl());
+      if (s != shared.end()) return s->second;
       return written ? to_host_written(t, saw_f64) : to_host(t, saw_f64);
     });
     if (written) mutated.emplace_back(v, host);
@@ -933,6 +987,19 @@ void copy_written(const at::Tensor& out, const at::Tensor& src) {
   for (int64_t d = 0; d < out.dim(); d++)
     if (out.stride(d) == 0 && out.size(d) > 1) last = last.narrow(d, out.size(d) - 1, 1);
   distinct_elements(out).copy_(last);
+}
+
+bool out_overlaps(const at::Tensor& out, at::ArrayRef<at::Tensor> inputs, bool refuse) {
+  bool any = false;
+  for (const at::Tensor& in : inputs) {
+    if (!in.defined() || !out.defined()) continue;
+    const at::MemOverlapStatus st = at::get_overlap_status(out, in);
+    if (st == at::MemOverlapStatus::Partial && refuse) at::assert_no_partial_overlap(out, in);
+    // TooHard: not both dense; they overlap only if they share a storage
+    any |= st == at::MemOverlapStatus::Full || st == at::MemOverlapStatus::Partial ||
+           (st == at::MemOverlapStatus::TooHard && out.storage().is_alias_of(in.storage()));
+  }
+  return any;
 }
 
 void resize_out(const at::Tensor& out, at::IntArrayRef sizes) {
@@ -1055,6 +1122,7 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("set_.source_Storage", TORCH_FN(at::native::set_), kAnyDtype);
   m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_), kAnyDtype);
   m.impl("set_", TORCH_FN(set_empty), kAnyDtype);
+  m.impl("is_set_to", TORCH_FN(at::native::is_set_to), kAnyDtype);  // metadata: a fallback would compare host copies
   m.impl("_copy_from", TORCH_FN(copy_from), kAnyDtype);
   m.impl("record_stream", TORCH_FN(record_stream), kAnyDtype);
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize), kAnyDtype);

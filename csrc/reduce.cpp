@@ -140,8 +140,11 @@ template <class Meta, vnc_reduce_op OP>
 std::tuple<at::Tensor&, at::Tensor&> extreme_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
                                                      at::Tensor& values, at::Tensor& indices) {
   Structured<Meta, 2> op(Mode::Out, {values, indices});
+  op.reads = {self};
   auto pre = op.meta(self, dim, keepdim);
   int64_t d = pre.dim;
+  // the reduction writes values and indices at one set of strides (CPU's kernel takes any)
+  if (op.maybe_get_output(0).strides() != op.maybe_get_output(1).strides()) op.through_temporaries();
   auto& v = const_cast<at::Tensor&>(op.maybe_get_output(0));
   auto& i = const_cast<at::Tensor&>(op.maybe_get_output(1));
   if (self.numel() == 0) return {values, indices};
@@ -251,6 +254,8 @@ std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::Optional
                                             const std::optional<at::Scalar>& correction, bool keepdim) {
   NEURON_CHECK_SUPPORTED(!self.is_complex(), STD ? "std_mean" : "var_mean",
                          " of complex tensors is not natively supported on neuron");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), STD ? "std_mean" : "var_mean",
+              " only support floating point and complex dtypes");  // ATen's, before var/std's own
   at::Tensor v = STD ? at::std(self, dim, correction, keepdim) : at::var(self, dim, correction, keepdim);
   return {v, at::mean(self, dim, keepdim)};
 }
@@ -459,6 +464,19 @@ NEURON_WRITES_OVERLAPPING(structured_any_dim)
 NEURON_WRITES_OVERLAPPING(structured_any_dims)
 NEURON_WRITES_OVERLAPPING(structured_all_dim)
 NEURON_WRITES_OVERLAPPING(structured_all_dims)
+// CPU's reduction kernels compute an out= tensor partially overlapping their input (structured.h).
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_sum_dim_IntList)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_mean_dim)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_prod_dim_int)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_amax)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_amin)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_argmax)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_argmin)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_linalg_vector_norm)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_any_dim)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_any_dims)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_all_dim)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_all_dims)
 
 #define REG2(FN, OUT, META, IMPL, ...)                                                        \
   m.impl(FN, TORCH_FN((Variants<at::meta::META, ##__VA_ARGS__>::functional<IMPL>)));         \

@@ -29,6 +29,7 @@ int32_t wrap(int64_t dim, const at::Tensor& t) { return static_cast<int32_t>(at:
 std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
                                               bool descending, at::Tensor& values, at::Tensor& indices) {
   Structured<at::meta::structured_sort_stable, 2> op(Mode::Out, {values, indices});
+  op.reads = {self};
   op.meta(self, stable, dim, descending);
   TORCH_CHECK(!self.is_complex(), "Sort does not support complex dtypes on neuron");
   check_same_device("aten::sort", self, {&values, &indices});
@@ -51,6 +52,7 @@ std::tuple<at::Tensor, at::Tensor> sort(const at::Tensor& self, std::optional<bo
 std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted,
                                               at::Tensor& values, at::Tensor& indices) {
   Structured<at::meta::structured_topk, 2> op(Mode::Out, {values, indices});
+  op.reads = {self};
   op.meta(self, k, dim, largest, sorted);
   TORCH_CHECK(self.scalar_type() != at::kBool, "topk does not support bool dtypes on neuron");
   TORCH_CHECK(!self.is_complex(), "topk does not support complex dtypes on neuron");
@@ -110,6 +112,13 @@ template <bool MAX>
 void cum_extreme_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
   const char* name = MAX ? "aten::_cummax_helper" : "aten::_cummin_helper";
   check_same_device(name, self, {&values, &indices});
+  if (out_overlaps(values, {self}, false) || out_overlaps(indices, {self}, false)) {  // computed apart
+    at::Tensor v = at::empty_like(values), i = at::empty_like(indices);
+    cum_extreme_helper<MAX>(self, v, i, dim);
+    values.copy_(v);
+    indices.copy_(i);
+    return;
+  }
   record_native(name);
   if (self.scalar_type() == at::kDouble) warn_float64(name);
   vnc_tensor x = to_vnc(self), v = to_vnc(values), i = to_vnc(indices);
@@ -124,6 +133,10 @@ at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& ou
               out.scalar_type());
   resize_out(out, self.sizes());
   if (self.numel() == 0) return out;
+  if (out_overlaps(out, {self}, true)) {  // a full overlap (out is self): computed apart
+    out.copy_(logcumsumexp(self, dim));
+    return out;
+  }
   launch_scan("aten::_logcumsumexp", VNC_SCAN_LOGSUMEXP, self, dim, out);
   return out;
 }
@@ -162,11 +175,12 @@ at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dims, bool kee
   if (self.scalar_type() == at::kDouble) warn_float64("aten::logsumexp");
   if (rows == 0) return out;
   at::Tensor x = (nd ? self.permute(order) : self).reshape({rows, rows ? self.numel() / rows : 0});
-  at::Tensor o = out.is_contiguous() ? out.view({rows}) : at::empty({rows}, out.options());
+  const bool direct = out.is_contiguous() && !out_overlaps(out, {self}, false);
+  at::Tensor o = direct ? out.view({rows}) : at::empty({rows}, out.options());
   vnc_tensor xv = to_vnc(x), ov = to_vnc(o);
   c10::DeviceGuard g(out.device());
   check(vnc_logsumexp(stream_of(out), "aten::logsumexp", &xv, &ov));
-  if (!out.is_contiguous()) out.copy_(o.view(shape));
+  if (!direct) out.copy_(o.view(shape));
   return out;
 }
 
@@ -392,6 +406,8 @@ std::tuple<at::Tensor&, at::Tensor&> into_outs(const char* name, std::tuple<at::
 
 std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
                                                   at::Tensor& values, at::Tensor& indices) {
+  out_overlaps(values, {self}, true);  // CPU's refusal; the result is computed apart anyway
+  out_overlaps(indices, {self}, true);
   return into_outs("aten::kthvalue", kthvalue_dim(self, k, dim, keepdim), values, indices);
 }
 

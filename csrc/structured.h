@@ -37,11 +37,30 @@ struct WritesOverlapping : std::false_type {};
   template <>                           \
   struct WritesOverlapping<at::meta::META> : std::true_type {};
 
+// An out= tensor that overlaps an input the kernel reads (Structured::reads; metas other than
+// TensorIterators, which check overlaps in their build) is written through a temporary, so
+// that the kernel never reads what it has written; one that overlaps it partially is refused
+// first with ATen's "some elements of the input tensor and the written-to
+// tensor refer to a single memory location" (at::assert_no_partial_overlap), as most CPU
+// kernels refuse it (scans, sorts, top-k, reductions with indices, addmm, index_add, scatter),
+// except for the metas marked NEURON_COMPUTES_PARTIAL_OVERLAP next to their registration, whose
+// CPU kernels compute through it (softmax, bmm, tril/triu, pooling): those get the values of
+// the call without overlap (tests/test_internal_overlap.py compares every OpInfo with CPU).
+template <class Meta>
+struct ComputesPartialOverlap : std::false_type {};
+#define NEURON_COMPUTES_PARTIAL_OVERLAP(META) \
+  template <>                                 \
+  struct ComputesPartialOverlap<at::meta::META> : std::true_type {};
+
 template <class Meta, size_t N = 1>
 struct Structured final : Meta {
   Mode mode;
   std::array<at::Tensor, N> outs;
   std::array<std::optional<at::Tensor>, N> proxies;
+  // The inputs the kernel reads (set before the meta, Mode::Out): an out= tensor sharing memory
+  // with one is written through a temporary (out_overlaps), as the kernels read their inputs
+  // while they write.
+  std::vector<at::Tensor> reads;
 
   explicit Structured(Mode m) : mode(m) {}
   Structured(Mode m, std::array<at::Tensor, N> given) : mode(m), outs(std::move(given)) {}
@@ -56,6 +75,12 @@ struct Structured final : Meta {
   }
   const at::Tensor& maybe_get_output(int64_t i) override {
     return proxies[i] ? *proxies[i] : outs[i];
+  }
+  // Writes every out= tensor not yet written through a temporary through a contiguous one (for
+  // kernels that need what the outs' own strides do not give, such as equal strides).
+  void through_temporaries() {
+    for (size_t i = 0; i < N; i++)
+      if (!proxies[i]) proxies[i] = at::empty(outs[i].sizes(), outs[i].options());
   }
   // Copies proxies (temporaries with the strides the op wanted) back into out= tensors.
   void finish() {
@@ -90,8 +115,11 @@ struct Structured final : Meta {
       }
       if constexpr (!std::is_base_of_v<at::TensorIteratorBase, Meta> && !WritesOverlapping<Meta>::value)
         at::assert_no_internal_overlap(out);
-      if (!strides.empty() && out.strides() != strides)
-        proxies[i] = at::empty_strided(sizes, strides, options);
+      // (a TensorIterator meta checks overlaps in its build and writes the out= tensor itself)
+      const bool overlaps = !std::is_base_of_v<at::TensorIteratorBase, Meta> && mode == Mode::Out &&
+                            out_overlaps(out, reads, !ComputesPartialOverlap<Meta>::value);
+      if (overlaps || (!strides.empty() && out.strides() != strides))
+        proxies[i] = strides.empty() ? at::empty(sizes, options) : at::empty_strided(sizes, strides, options);
     }
     if constexpr (std::is_base_of_v<at::TensorIteratorBase, Meta>)
       Meta::set_output_raw_strided(i, sizes, strides, options);
@@ -118,6 +146,13 @@ template <class Impl, class = void>
 struct HasPrecheck : std::false_type {};
 template <class Impl>
 struct HasPrecheck<Impl, std::void_t<decltype(&Impl::precheck)>> : std::true_type {};
+
+inline void add_read(std::vector<at::Tensor>& reads, const at::Tensor& t) { reads.push_back(t); }
+inline void add_read(std::vector<at::Tensor>& reads, const std::optional<at::Tensor>& t) {
+  if (t) reads.push_back(*t);
+}
+template <class A>
+void add_read(std::vector<at::Tensor>&, const A&) {}
 
 template <class Meta, class... Args>
 struct Variants {
@@ -148,6 +183,8 @@ struct Variants {
   template <class Impl>
   static at::Tensor& out(const at::Tensor& self, Args... args, at::Tensor& result) {
     Structured<Meta> op(Mode::Out, {result});
+    op.reads = {self};
+    (add_read(op.reads, args), ...);
     invoke<Impl>(op, self, args...);
     op.finish();
     return result;

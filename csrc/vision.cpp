@@ -133,6 +133,7 @@ at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef k, at::IntArr
                            bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor, at::Tensor& out) {
   check_same_device("aten::avg_pool2d", self, {&out});
   Structured<at::meta::structured_avg_pool2d> op(Mode::Out, {out});
+  op.reads = {self};
   avg_pool2d_impl(op, self, k, s, pad, ceil_mode, count_include_pad, divisor);
   op.finish();
   return out;
@@ -167,6 +168,7 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
                                     std::optional<int64_t> divisor, at::Tensor& grad_input) {
   check_same_device("aten::avg_pool2d_backward", self, {&grad_input});
   Structured<at::meta::structured_avg_pool2d_backward> op(Mode::Out, {grad_input});
+  op.reads = {grad_output, self};
   avg_pool2d_backward_impl(op, grad_output, self, k, s, pad, ceil_mode, count_include_pad, divisor);
   op.finish();
   return grad_input;
@@ -304,6 +306,7 @@ struct Upsample {
       return out;                                                                                                    \
     }                                                                                                                \
     Structured<at::meta::structured_##op> st(Mode::Out, {out});                                                      \
+    st.reads = {self};                                                                                               \
     op##_t::forward(st, "aten::" #op, self, C10_AS_INTARRAYREF_SLOW(size), NEURON_ALIGN_ARG_##ALIGN,                 \
                     NEURON_UNPACK ARGS);                                                                             \
     st.finish();                                                                                                     \
@@ -321,6 +324,7 @@ struct Upsample {
                            at::Tensor& grad_input) {                                                                 \
     check_same_device("aten::" #op "_backward", grad_output, {&grad_input});                                         \
     Structured<at::meta::structured_##op##_backward> st(Mode::Out, {grad_input});                                    \
+    st.reads = {grad_output};                                                                                        \
     op##_t::backward(st, "aten::" #op "_backward", grad_output, C10_AS_INTARRAYREF_SLOW(size),                       \
                      C10_AS_INTARRAYREF_SLOW(input_size), NEURON_ALIGN_ARG_##ALIGN, NEURON_UNPACK ARGS);              \
     st.finish();                                                                                                     \
@@ -537,6 +541,7 @@ at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef k, at::IntArr
     return out;
   }
   Structured<at::meta::structured_avg_pool3d> op(Mode::Out, {out});
+  op.reads = {self};
   avg_pool3d_impl(op, self, k, s, pad, ceil_mode, count_include_pad, divisor);
   op.finish();
   return out;
@@ -1074,6 +1079,10 @@ at::Tensor pixel_shuffle(const at::Tensor& self, int64_t factor) {
 }
 
 }  // namespace
+
+// CPU's pooling kernels compute an out= tensor partially overlapping their input (structured.h).
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_avg_pool2d)
+NEURON_COMPUTES_PARTIAL_OVERLAP(structured_avg_pool3d)
 
 NEURON_LIBRARY_IMPL(m) {
   m.impl("pixel_shuffle", TORCH_FN(pixel_shuffle<true>));

@@ -533,3 +533,114 @@ def test_opinfo_expanded_target(op, form, neuron):
     _assert_same_outcome(expected, e, got, g, op.name not in NONDETERMINISTIC and op.name not in SWEEP_KERNEL_DEFINED,
                          atol=1e-4, rtol=1e-4)
 
+
+
+# ---------------------------------------------------------------- partial overlap with an input
+
+PARTIAL_MSG = "some elements of the input tensor and the written-to tensor refer to a single memory location"
+
+
+def _partial_case(op):
+    """The first float32 sample CPU runs whose first result is float32 with elements: its input
+    and first out= tensor are then placed in one buffer, the out starting halfway into the
+    input (a partial overlap)."""
+    if F32 not in op.supported_dtypes("cpu"):
+        return None
+    try:
+        samples = itertools.islice(op.sample_inputs("cpu", F32), 32)
+    except Exception:  # noqa: BLE001 - an OpInfo without float32 samples
+        return None
+    for s in samples:
+        if not isinstance(s.input, torch.Tensor) or s.input.numel() < 2:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = op(s.input, *s.args, **s.kwargs)
+        except Exception:  # noqa: BLE001
+            continue
+        rs = r if isinstance(r, (tuple, list)) else (r,)
+        if rs and all(isinstance(v, torch.Tensor) for v in rs) and rs[0].dtype == F32 and rs[0].numel() > 0:
+            return s, rs
+    return None
+
+
+def _partial_outcome(op, s, rs, device):
+    """('raise', None) for ATen's partial-overlap refusal, ('error', type) for another error, or
+    ('ok', the first result's values read back from the shared buffer)."""
+    n_in, n_out, shift = s.input.numel(), rs[0].numel(), max(1, s.input.numel() // 2)
+    base = torch.zeros(shift + max(n_in, n_out), device=device)
+    x = base[:n_in].view(s.input.shape)
+    x.copy_(s.input.to(device))
+    out = base[shift:shift + n_out].view(rs[0].shape)
+    outs = (out,) + tuple(torch.empty_like(v, device=device) for v in rs[1:])
+    args, kwargs = to_device(s.args, device), to_device(s.kwargs, device)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            op(x, *args, **kwargs, out=outs if len(rs) > 1 else out)
+            return "ok", base[shift:shift + n_out].cpu()
+    except Exception as e:  # noqa: BLE001 - compared with CPU's
+        return ("raise", None) if PARTIAL_MSG in str(e) else ("error", type(e).__name__)
+
+
+@pytest.mark.parametrize("op", [pytest.param(op, id=f"{op.name}.{op.variant_test_name}".rstrip("."))
+                                for op in op_db if op.supports_out and op.name not in SWEEP_SKIP
+                                and not op.name.startswith("sparse.")])
+def test_opinfo_out_partially_overlapping_input(op, neuron):
+    """An out= tensor that partially overlaps the input: neuron refuses it where CPU's kernel
+    does (native kernels and the CPU fallback, whose separate host copies would hide the
+    overlap from CPU's kernel), and otherwise writes the values of the call without overlap
+    (or CPU's, for kernels that read back what they wrote) — never values from reading its own
+    partial writes."""
+    case = _partial_case(op)
+    if case is None:
+        pytest.skip("no float32 sample with a float32 result that CPU runs")
+    s, rs = case
+    expected, e = _partial_outcome(op, s, rs, "cpu")
+    got, g = _partial_outcome(op, s, rs, neuron)
+    assert got == expected or (expected, got) == ("error", "raise"), f"CPU: {expected} {e or ''}; neuron: {got} {g or ''}"
+    if got == "ok" and op.name not in NONDETERMINISTIC:
+        clean = rs[0].reshape(-1)
+        near = dict(atol=1e-4, rtol=1e-4, equal_nan=True)
+        assert torch.allclose(g.reshape(-1), clean, **near) or torch.allclose(g, e, **near), \
+            f"neuron wrote {g.reshape(-1)[:8]}; without overlap {clean[:8]}, CPU {e.reshape(-1)[:8]}"
+
+
+@pytest.mark.parametrize("name", ["add", "addcmul", "exp", "cumsum", "logcumsumexp", "softmax", "sort", "cummax",
+                                  "round_decimals", "tril", "mm"])
+def test_out_is_the_input(name, neuron):
+    """out= the input itself (a full overlap, which CPU's kernels accept): the values of the
+    call without overlap, for TensorIterator ops (written in place) and the kernels that write
+    through a temporary: CPU's values, except for mm, whose CPU kernel reads what it wrote."""
+    def call(dev):
+        x = X(4, 4).to(dev)
+        i = torch.empty(0, dtype=I64, device=dev)
+        {"add": lambda: torch.add(x, 2.0, out=x), "addcmul": lambda: torch.addcmul(x, x, x, value=0.5, out=x),
+         "exp": lambda: torch.exp(x, out=x), "cumsum": lambda: torch.cumsum(x, 1, out=x),
+         "logcumsumexp": lambda: torch.logcumsumexp(x, 0, out=x), "softmax": lambda: torch.softmax(x, 1, out=x),
+         "mm": lambda: torch.mm(x, x, out=x), "sort": lambda: torch.sort(x, 1, out=(x, i)),
+         "cummax": lambda: torch.cummax(x, 0, out=(x, i)), "round_decimals": lambda: torch.round(x, decimals=1, out=x),
+         "tril": lambda: torch.tril(x, out=x)}[name]()
+        return x.cpu()
+
+    torch.testing.assert_close(call(neuron), X(4, 4) @ X(4, 4) if name == "mm" else call("cpu"))
+
+
+def test_fallback_gives_cpu_the_shared_memory(neuron):
+    """Arguments of a CPU-fallback op that share memory with a written one reach CPU's kernel
+    sharing it: put_ with a source overlapping self is refused as on CPU; linalg.inv into an
+    out= partially overlapping its input computes as on CPU (LAPACK works on copies)."""
+    for device in ("cpu", neuron):
+        x = torch.arange(1.0, 11.0, device=device)
+        with pytest.raises(RuntimeError, match=PARTIAL_MSG):
+            x.put_(idx(1, 2, 3).to(device), x[0:3])
+        assert x.cpu().tolist() == list(range(1, 11))
+    results = []
+    for device in ("cpu", neuron):
+        base = torch.zeros(24, device=device)
+        a = base[:16].view(4, 4)
+        a.copy_(X(4, 4) + 4 * torch.eye(4))
+        torch.linalg.inv(a, out=base[8:24].view(4, 4))
+        results.append(base.cpu())
+    torch.testing.assert_close(results[1], results[0])
