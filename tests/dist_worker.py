@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 
@@ -790,6 +791,35 @@ def scenario_mixed():
     dist.destroy_process_group()
 
 
+def scenario_groups_with_device_id():
+    """Subgroups of a group with a bound device_id: "neuron:neuron,cpu:gloo" (this backend's
+    Gloo transports come before the CPU Gloo backend), new_group/new_subgroups with ranks
+    outside them, split_group of both backends; then the same after destroy and init again."""
+    os.environ.setdefault("LOCAL_RANK", str(RANK))
+    rounds = []
+    # the second round meets in a file store (PyTorch removes it after its last user): a rank done
+    # with destroy_process_group could otherwise reach the first round's TCP store before rank 0
+    # has closed it
+    store_file = os.path.join(tempfile.gettempdir(), f"neuron_dist_groups_{os.environ['MASTER_PORT']}")
+    for backend, method in (("neuron:neuron,cpu:gloo", "env://"), ("cpu:gloo,neuron:neuron", f"file://{store_file}")):
+        init(backend, device_id=torch.device(DEV, RANK % torch.neuron.device_count()), init_method=method,
+             rank=RANK, world_size=WORLD)
+        first = dist.new_group([0])  # rank 1 is outside it
+        mine, _ = dist.new_subgroups(group_size=1)
+        singles = dist.split_group(split_ranks=[[r] for r in range(WORLD)])
+        d = torch.full((2,), float(RANK + 1), device=DEV)
+        dist.all_reduce(d, group=mine)
+        c = torch.full((2,), float(RANK + 1))
+        dist.all_reduce(c, group=singles)
+        w = torch.ones(2, device=DEV)
+        dist.all_reduce(w)
+        rounds.append({"outside_first": first == dist.GroupMember.NON_GROUP_MEMBER, "sub": d.cpu().tolist(),
+                       "split_cpu": c.tolist(), "world": w.cpu().tolist()})
+        dist.barrier()
+        dist.destroy_process_group()
+    report({"rounds": rounds})
+
+
 # ---------------------------------------------------------------- DDP
 
 
@@ -932,7 +962,7 @@ def scenario_syncbn():
 SCENARIOS = {"ddp": scenario_ddp, "collectives": scenario_collectives, "rank_dies": scenario_rank_dies,
              "never_calls": scenario_never_calls, "never_joins": scenario_never_joins,
              "mismatch": scenario_mismatch, "torchrun_default": scenario_torchrun_default,
-             "mixed": scenario_mixed, "syncbn": scenario_syncbn}
+             "mixed": scenario_mixed, "groups_with_device_id": scenario_groups_with_device_id, "syncbn": scenario_syncbn}
 
 
 def main() -> None:

@@ -194,6 +194,18 @@ def test_mixed_cpu_gloo_neuron_group_new_group_and_split_group():
         assert rep["split_single"] in ([1.0, 1.0], [2.0, 2.0])
 
 
+def test_subgroups_of_a_group_with_a_bound_device_id():
+    """new_group/new_subgroups from ranks outside the new group, and split_group of a CPU Gloo
+    backend that is not the process's first Gloo instance (PyTorch's Gloo split crashed there)."""
+    reports, codes, outputs, _ = run_ranks("groups_with_device_id", timeout=120)
+    assert all(c == 0 for c in codes.values()) and len(reports) == WORLD, describe(codes, outputs)
+    for rank, rep in reports.items():
+        for r in rep["rounds"]:
+            assert r["outside_first"] == (rank != 0)
+            assert r["sub"] == [rank + 1.0] * 2 and r["split_cpu"] == [rank + 1.0] * 2
+            assert r["world"] == [float(WORLD)] * 2
+
+
 # ---------------------------------------------------------------- failures (group timeouts of a few seconds)
 
 

@@ -57,9 +57,46 @@ def _register_backend() -> None:
             return _Options(self.backend, self._timeout)
 
     _C._NeuronBackend.options = property(lambda self: _Options(BACKEND_NAME, self._timeout()))
+    # new_group / new_subgroups with a bound device_id call this on every rank outside the new
+    # group (ncclCommSplit needs all of the parent's ranks); Gloo groups connect only their
+    # members, so there is nothing to do.
+    _C._NeuronBackend.perform_nocolor_split = lambda self, device: None
+    _fill_gloo_ranks_before_split(dist)
     if BACKEND_NAME.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["neuron"])
     _registered = True
+
+
+def _fill_gloo_ranks_before_split(dist) -> None:
+    """Make ``ProcessGroup.split_group`` (``dist.split_group``, DeviceMesh) fill in a CPU Gloo
+    backend's ``options.global_ranks_in_group`` first, where it is empty.
+
+    ``init_process_group`` leaves that list empty for the default group, and PyTorch's
+    ``ProcessGroupGloo::groupRanks`` reads an empty list as "every rank" only in the process's
+    first Gloo instance; its ``split`` indexes the list, so a later instance crashes the process
+    (a segmentation fault). This backend's transports are Gloo instances, so the CPU half of
+    ``"neuron:neuron,cpu:gloo"`` is not the first one (as any Gloo group created after
+    ``destroy_process_group`` is not).
+    """
+    from torch.distributed import ProcessGroupGloo
+
+    pg_class = torch._C._distributed_c10d.ProcessGroup
+    split = pg_class.split_group
+    if getattr(split, "_neuron_fills_gloo_ranks", False):
+        return
+
+    def split_group(self, *args, **kwargs):
+        try:
+            cpu = self._get_backend(torch.device("cpu"))
+        except RuntimeError:  # no CPU backend in this group
+            cpu = None
+        if isinstance(cpu, ProcessGroupGloo) and not cpu.options.global_ranks_in_group:
+            cpu.options.global_ranks_in_group = dist.get_process_group_ranks(self)
+        return split(self, *args, **kwargs)
+
+    split_group._neuron_fills_gloo_ranks = True
+    split_group.__doc__ = split.__doc__
+    pg_class.split_group = split_group
 
 
 def _select_device() -> None:
