@@ -116,6 +116,14 @@ at::Tensor& index_put_impl_(at::Tensor& self, const IndexList& indices, const at
   if (!accumulate) {
     auto [fill, mask] = at::native::canDispatchToMaskedFill(self, idx, values);
     if (fill) return self.masked_fill_(mask, values.item());
+    // CPU's index_put_ takes masked_fill_ for every one-element value (a CPU tensor there), which
+    // refuses a uint8 mask; a value on the device keeps the indexed write (no host sync) but
+    // gets the same refusal.
+    if (values.numel() == 1 && !values.is_cpu()) {
+      auto [fill_on_cpu, m] = at::native::canDispatchToMaskedFill(self, idx, at::empty({}, values.options().device(at::kCPU)));
+      TORCH_CHECK(!(fill_on_cpu && m.scalar_type() == at::kByte),
+                  "masked_fill_ only supports boolean masks, but got mask with dtype ", m.dtype());
+    }
   }
   at::Tensor value = values;
   if (value.device() != self.device() && value.dim() == 0) value = value.to(self.device());

@@ -28,6 +28,8 @@ EXEMPT = {
     "aten::_nested_view_from_buffer": "makes a nested tensor, which neuron supports only through ATen's nested "
                                       "kernels (tests/test_nested.py compares them with CPU and checks the error "
                                       "that names the remedy for other ops)",
+    "aten::is_set_to": "compares two tensors' storage, offset, sizes and strides, which a CPU copy never shares "
+                       "(tests/test_user_paths.py checks it on views, set_ and clones)",
 }
 # SyncBatchNorm's ops: ATen has CUDA kernels only, so there is no CPU result to compare with.
 _SYNC_BN_REASON = ("SyncBatchNorm's op has no CPU kernel in ATen (CUDA only): tests/test_native_extras.py compares "

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import torch_neuronx
+from conftest import run_py
 
 F = torch.nn.functional
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -655,3 +656,39 @@ def test_extreme_reductions_match_cpu_along_every_dim(native, dtype, shape):
             got, want = op(xn, dim), op(x, dim)
             torch.testing.assert_close(got.values.cpu(), want.values, rtol=0, atol=0, equal_nan=True)
             assert torch.equal(got.indices.cpu(), want.indices)
+
+
+@pytest.mark.parametrize("case", ["uint8_amax", "bool_any", "float16_sum", "float32_max_dim", "int32_sum",
+                                  "bfloat16_mean", "int64_prod", "float32_argmin"])
+def test_reductions_with_many_outputs_match_cpu(native, case):
+    """Reductions over a short leading dim with many outputs (each output one chunk, stored as it
+    is computed, converted to the output dtype, values and indices for max.dim) equal CPU's."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 70001, generator=g) * 50
+    calls = {
+        "uint8_amax": lambda t: t.abs().to(torch.uint8).amax(0), "bool_any": lambda t: (t > 60).any(0),
+        "float16_sum": lambda t: t.half().sum(0), "float32_max_dim": lambda t: torch.max(t, 0),
+        "int32_sum": lambda t: t.int().sum(0, dtype=torch.int32), "bfloat16_mean": lambda t: t.bfloat16().mean(0),
+        "int64_prod": lambda t: (t / 25).long().prod(0), "float32_argmin": lambda t: t.argmin(0),
+    }
+    want, got = calls[case](x), calls[case](x.to("neuron"))
+    for w, o in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+        assert o.dtype == w.dtype
+        torch.testing.assert_close(o.cpu(), w, rtol=1e-3 if w.dtype == torch.bfloat16 else 0, atol=0)
+
+
+def test_reduction_with_many_outputs_needs_no_host_memory_per_output():
+    """A reduction with one chunk per output keeps no per-output partials (32 bytes each on the
+    host, several times a uint8 input's size): the peak memory of amax over dim 0 of a
+    (2, 3e7) uint8 tensor grows by about its output (30 MB), not by the ~1 GB of partials."""
+    out = run_py("""
+        import resource, torch, torch_neuronx
+        x = torch.ones(2, 30_000_000, dtype=torch.uint8, device="neuron")
+        torch.neuron.synchronize()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        y = x.amax(0)
+        assert y[-1].item() == 1
+        print("grew_mib", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+    """)
+    grew = float(out.stdout.split("grew_mib")[1])
+    assert grew < 300, out.stdout

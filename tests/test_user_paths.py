@@ -5,6 +5,8 @@ natively and match CPU PyTorch, forward and backward.
 Expected values come from CPU PyTorch. Every test proves the op ran natively: op tracking
 shows it executed on the device and nothing took the CPU fallback.
 """
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -564,6 +566,60 @@ def test_nn_argument_errors_as_cpu(native, case):
     if case.startswith(("conv_dilation", "ctc", "adaptive", "bag_last", "layer_norm", "multi_margin", "mha")):
         assert str(got).splitlines()[0] == str(want).splitlines()[0]
     assert torch.equal((torch.ones(3, device="neuron") * 2).cpu(), torch.full((3,), 2.0))
+
+
+@pytest.mark.parametrize("case", ["eye_uint16", "eye_m_uint32", "uint8_mask_setitem", "uint8_mask_index_put_one",
+                                  "mm_dtypes", "matmul_dtypes", "bmm_dtypes", "baddbmm_dtypes", "var_mean_int",
+                                  "std_mean_int"])
+def test_dtype_errors_as_cpu(neuron, case):
+    """Calls CPU refuses for their dtypes raise CPU's exception type and message on neuron
+    (factories through the dtype gate, a uint8 mask with a one-element value as CPU's
+    masked_fill_ path, the GEMM kernels' and var_mean's own checks)."""
+    def calls(dev):
+        f, i = torch.ones(3, 3, device=dev), torch.ones(3, 3, dtype=torch.int32, device=dev)
+        x, m = torch.arange(5.0, device=dev), torch.tensor([1, 0, 1, 0, 0], dtype=torch.uint8, device=dev)
+        return {
+            "eye_uint16": lambda: torch.eye(2, 3, dtype=torch.uint16, device=dev),
+            "eye_m_uint32": lambda: torch.eye(2, dtype=torch.uint32, device=dev),
+            "uint8_mask_setitem": lambda: x.__setitem__(m, 7.0),
+            "uint8_mask_index_put_one": lambda: x.index_put_((m,), torch.tensor([7.0], device=dev)),
+            "mm_dtypes": lambda: torch.mm(f, i),
+            "matmul_dtypes": lambda: i @ f,
+            "bmm_dtypes": lambda: torch.bmm(f[None], i[None]),
+            "baddbmm_dtypes": lambda: torch.baddbmm(f[None], f[None], i[None]),
+            "var_mean_int": lambda: torch.var_mean(i),
+            "std_mean_int": lambda: torch.std_mean(i, dim=0),
+        }[case]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want, _ = _error_of(calls("cpu"))
+        got, _ = _error_of(calls(neuron))
+    assert want is not None and type(got) is type(want), (got, want)
+    assert str(want).splitlines()[0] in str(got).splitlines()[0]
+
+
+def test_is_set_to_compares_device_tensors(native):
+    """Tensor.is_set_to compares storage, offset, sizes and strides (a metadata op: the CPU
+    fallback's host copies would never be set to each other)."""
+    x = torch.arange(6.0, device="neuron")
+    y = torch.empty(0, device="neuron").set_(x)
+    assert x.is_set_to(x) and x.is_set_to(x.view(6)) and y.is_set_to(x)
+    assert not x.is_set_to(x[1:]) and not x.is_set_to(x.view(2, 3)) and not x.is_set_to(x.clone())
+
+
+def test_max_min_dim_out_with_different_strides(native):
+    """max/min over a dim into a non-contiguous values out= tensor beside a contiguous indices
+    one: CPU's kernel takes any strides, so does neuron's (through temporaries)."""
+    x = torch.randn(4, 6)
+    for fn in (torch.max, torch.min):
+        for keepdim in (True, False):
+            shape = (4, 1) if keepdim else (4,)
+            want_v, want_i = fn(x, 1, keepdim=keepdim)
+            vals = torch.zeros(4, 2, device="neuron")[:, :1].reshape(shape) if keepdim else torch.zeros(4, 2, device="neuron")[:, 0]
+            idx = torch.empty(0, dtype=torch.long, device="neuron")
+            fn(x.to("neuron"), 1, keepdim=keepdim, out=(vals, idx))
+            assert torch.equal(vals.cpu(), want_v) and torch.equal(idx.cpu(), want_i)
 
 
 def test_multihead_attention_fast_path_weights_none_as_cpu(native):

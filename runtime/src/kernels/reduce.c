@@ -389,6 +389,8 @@ static int64_t tile_width(const red_task *t) {
 
 static void store_direct(const red_task *t, int64_t o, partial p);
 static void store_tile(const red_task *t, int64_t o0, int64_t nt, const float *val, const int64_t *at);
+static void store_outputs(red_task *t, int64_t o, partial p);
+static int direct_store(const red_task *t);
 
 static void tile_body(void *ctx, int64_t u0, int64_t u1) {
   red_task *t = ctx;
@@ -401,8 +403,11 @@ static void tile_body(void *ctx, int64_t u0, int64_t u1) {
     int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
     if (extreme_op(t->op)) extreme_tile(t, o0, nt, r0, r1, val, at);
     else reduce_tile(t, o0, nt, r0, r1, val);
-    if (!t->parts) /* stored at once (direct_store) */
+    if (!t->parts && direct_store(t)) /* stored at once */
       store_tile(t, o0, nt, val, at);
+    else if (!t->parts) /* one chunk: stored at once, converted */
+      for (int64_t j = 0; j < nt; j++)
+        store_outputs(t, o0 + j, (partial){val[j], 0, extreme_op(t->op) ? at[j] : -1, r1 - r0});
     else
       for (int64_t j = 0; j < nt; j++)
         t->parts[(o0 + j) * t->nchunks + c] = (partial){val[j], 0, extreme_op(t->op) ? at[j] : -1, r1 - r0};
@@ -414,7 +419,7 @@ static void tile_body(void *ctx, int64_t u0, int64_t u1) {
  * tier's block_sum directly, reduce_range's steps for that case without their per-output cost. */
 static int dense_rows(const red_task *t) {
   const int in = t->it.nops - 1;
-  return !t->parts && !t->producer && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN) && t->nred == 1 &&
+  return !t->parts && direct_store(t) && !t->producer && (t->op == VNC_RED_SUM || t->op == VNC_RED_MEAN) && t->nred == 1 &&
          t->it.dtypes[in] == VNC_FLOAT32 && t->it.strides[in][t->red_dims[0]] == 4 && t->R <= VNC_REDUCE_BLOCK;
 }
 
@@ -438,8 +443,9 @@ static void unit_body(void *ctx, int64_t u0, int64_t u1) {
   for (int64_t u = u0; u < u1; u++) {
     int64_t o = u / t->nchunks, c = u % t->nchunks;
     int64_t r0 = c * VNC_REDUCE_CHUNK, r1 = r0 + VNC_REDUCE_CHUNK < t->R ? r0 + VNC_REDUCE_CHUNK : t->R;
-    if (!t->parts) store_direct(t, o, reduce_range(t, o, r0, r1)); /* one chunk: stored at once */
-    else t->parts[u] = reduce_range(t, o, r0, r1);
+    if (t->parts) t->parts[u] = reduce_range(t, o, r0, r1);
+    else if (direct_store(t)) store_direct(t, o, reduce_range(t, o, r0, r1)); /* one chunk: stored at once */
+    else store_outputs(t, o, reduce_range(t, o, r0, r1));
   }
 }
 
@@ -540,7 +546,10 @@ static void run_pass(red_task *t) {
 
 static vnc_status red_run(void *p) {
   red_task *t = p;
-  if (t->R > 0 && t->op != VNC_RED_VAR && direct_store(t)) { /* no partials array */
+  /* One chunk per output: each output is stored as it is computed, with no partials array (32
+   * bytes per output: a sum over dim 0 of a wide tensor would need several times the input's
+   * size in host memory). var's two passes keep the array. */
+  if (t->R > 0 && t->op != VNC_RED_VAR && t->nchunks == 1) {
     t->parts = NULL;
     run_pass(t);
     return VNC_OK;
