@@ -486,17 +486,12 @@ def _sweep_ops():
     return ops
 
 
-def _sweep_case(op, form):
-    """(call, args, kwargs, outs) for the first sample (float32, or int64 or bool for ops without
-    float32) that CPU runs and whose result can be expanded, or None."""
-    dtypes = op.supported_dtypes("cpu")
-    dtype = next((d for d in (F32, I64, torch.bool) if d in dtypes), None)
-    if dtype is None:  # a complex-only variant
-        return None
+def _cpu_runs(op, dtype, n):
+    """(sample, CPU result) for those of the first `n` samples of `op` in `dtype` that CPU runs."""
     try:
-        samples = itertools.islice(op.sample_inputs("cpu", dtype), 64)
+        samples = list(itertools.islice(op.sample_inputs("cpu", dtype), n))
     except Exception:  # noqa: BLE001 - an OpInfo without samples in that dtype
-        return None
+        return
     for s in samples:
         try:
             with warnings.catch_warnings():
@@ -504,6 +499,17 @@ def _sweep_case(op, form):
                 r = op(s.input, *s.args, **s.kwargs)
         except Exception:  # noqa: BLE001
             continue
+        yield s, r
+
+
+def _sweep_case(op, form):
+    """(call, args, kwargs, outs) for the first sample (float32, or int64 or bool for ops without
+    float32) that CPU runs and whose result can be expanded, or None."""
+    dtypes = op.supported_dtypes("cpu")
+    dtype = next((d for d in (F32, I64, torch.bool) if d in dtypes), None)
+    if dtype is None:  # a complex-only variant
+        return None
+    for s, r in _cpu_runs(op, dtype, 64):
         if form == "out":
             if isinstance(r, torch.Tensor):
                 outs = _expanded(r)
@@ -546,18 +552,8 @@ def _partial_case(op):
     input (a partial overlap)."""
     if F32 not in op.supported_dtypes("cpu"):
         return None
-    try:
-        samples = itertools.islice(op.sample_inputs("cpu", F32), 32)
-    except Exception:  # noqa: BLE001 - an OpInfo without float32 samples
-        return None
-    for s in samples:
+    for s, r in _cpu_runs(op, F32, 32):
         if not isinstance(s.input, torch.Tensor) or s.input.numel() < 2:
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                r = op(s.input, *s.args, **s.kwargs)
-        except Exception:  # noqa: BLE001
             continue
         rs = r if isinstance(r, (tuple, list)) else (r,)
         if rs and all(isinstance(v, torch.Tensor) for v in rs) and rs[0].dtype == F32 and rs[0].numel() > 0:
