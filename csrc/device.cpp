@@ -12,6 +12,8 @@
 #include <c10/util/CallOnce.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/node.h>
+#include <torch/csrc/profiler/stubs/base.h>
+#include <c10/util/ApproximateClock.h>
 
 #include <cstring>
 #include <exception>
@@ -102,7 +104,25 @@ void keep_alive_until_done(vnc_stream* stream, c10::Storage storage) {
 
 namespace {
 
-void free_block(void* ctx) { vnc_free(static_cast<vnc_block*>(ctx)); }
+// An allocation (delta > 0) or free of the caching allocator, reported to PyTorch's profiler
+// while it records memory (profile_memory=True), as CUDA's caching allocator reports them.
+void report_to_profiler(void* ptr, int64_t delta, int device) {
+  if (!c10::memoryProfilingEnabled()) return;
+  vnc_memory_stats s;
+  if (vnc_memory_stats_get(device, &s) != VNC_OK) return;
+  c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(s.allocated_bytes[VNC_STAT_ALL].current),
+                                   static_cast<size_t>(s.reserved_bytes[VNC_STAT_ALL].current),
+                                   c10::Device(kNeuron, static_cast<c10::DeviceIndex>(device)));
+}
+
+void free_block(void* ctx) {
+  auto* block = static_cast<vnc_block*>(ctx);
+  void* ptr = vnc_block_ptr(block);
+  const int64_t size = static_cast<int64_t>(vnc_block_size(block));
+  const int device = vnc_block_device(block);
+  vnc_free(block);
+  report_to_profiler(ptr, -size, device);
+}
 
 void fill_stat(c10::CachingAllocator::StatArray& dst, const vnc_stat* src) {
   for (int k = 0; k < VNC_STAT_KINDS; k++) {
@@ -121,6 +141,7 @@ struct NeuronAllocator final : public c10::DeviceAllocator {
     vnc_stream* stream = nullptr;
     if (n) stream = current_vnc_stream(static_cast<c10::DeviceIndex>(device));
     check(vnc_malloc(device, n, stream, &ptr, &block));
+    if (block) report_to_profiler(ptr, static_cast<int64_t>(vnc_block_size(block)), device);
     return {ptr, block, &free_block, c10::Device(kNeuron, static_cast<c10::DeviceIndex>(device))};
   }
   at::DeleterFnPtr raw_deleter() const override { return nullptr; }
@@ -439,6 +460,48 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   }
 };
 
+// The autograd profiler's device hooks (profile(use_device="neuron"), whose legacy path needs
+// them): an event is a timing-enabled runtime event recorded on the current stream, elapsed()
+// the time between two in microseconds (the unit of CUDA's hooks). Marks and ranges have no
+// device-side tool to go to.
+struct NeuronProfilerStubs final : torch::profiler::impl::ProfilerStubs {
+  using Event = torch::profiler::impl::ProfilerVoidEventStub;
+  void record(c10::DeviceIndex* device, Event* event, int64_t* cpu_ns) const override {
+    const int d = vnc_get_device();
+    if (device) *device = static_cast<c10::DeviceIndex>(d);
+    vnc_event* e = nullptr;
+    check(vnc_event_create(1, &e));
+    Event owned(e, [](void* p) { vnc_event_destroy(static_cast<vnc_event*>(p)); });
+    if (cpu_ns) *cpu_ns = c10::getTime();
+    check(vnc_event_record(e, current_vnc_stream(static_cast<c10::DeviceIndex>(d))));
+    *event = std::move(owned);
+  }
+  float elapsed(const Event* start, const Event* end) const override {
+    auto* s = static_cast<vnc_event*>(start->get());
+    auto* e = static_cast<vnc_event*>(end->get());
+    check(vnc_event_synchronize(s));
+    check(vnc_event_synchronize(e));
+    double ms = 0.0;
+    check(vnc_event_elapsed_ms(s, e, &ms));
+    return static_cast<float>(ms * 1000.0);
+  }
+  void mark(const char*) const override {}
+  void rangePush(const char*) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+  void onEachDevice(std::function<void(int)> op) const override {
+    const int current = vnc_get_device();
+    for (int d = 0; d < vnc_device_count(); d++) {
+      check(vnc_set_device(d));
+      op(d);
+    }
+    check(vnc_set_device(current));
+  }
+  void synchronize() const override {
+    for (int d = 0; d < vnc_device_count(); d++) check(vnc_device_synchronize(d));
+  }
+};
+
 }  // namespace
 
 at::Generator& default_generator(c10::DeviceIndex device) {
@@ -534,6 +597,8 @@ void register_backend() {
     at::RegisterPrivateUse1HooksInterface(new NeuronHooks());
     c10::SetAllocator(kNeuron, &g_allocator);
     static c10::impl::DeviceGuardImplRegistrar reg(kNeuron, new NeuronGuardImpl());
+    static NeuronProfilerStubs profiler_stubs;
+    torch::profiler::impl::registerPrivateUse1Methods(&profiler_stubs);
   });
 }
 
