@@ -473,7 +473,8 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   const auto dtype = weighted ? (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble) : at::kLong;
   at::Tensor out = at::zeros({bins}, self.options().dtype(dtype));
   if (self.numel() == 0) return out;
-  const at::Tensor src = weighted ? weights->to(dtype) : at::ones({self.size(0)}, out.options());
+  // unweighted: one 1 broadcast (stride 0), not a tensor of ones as long as the input
+  const at::Tensor src = weighted ? weights->to(dtype) : at::ones({1}, out.options()).expand({self.size(0)});
   scatter_into("aten::bincount", out, 0, self.to(at::kLong), src, VNC_REDUCE_SUM);
   return out;
 }
