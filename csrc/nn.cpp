@@ -939,7 +939,14 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   // a step that truncates to 0), others in double; "invalid size" where the length overflows.
   const int64_t n = out.scalar_type() == at::kLong ? at::native::compute_arange_size<int64_t>(start, end, step)
                                                    : at::native::compute_arange_size<double>(start, end, step);
-  if (out.numel() != n) at::native::resize_output(out, {n});
+  if (out.numel() != n) {  // ATen's arange_out: its own warning (not resize_output's), then resize_
+    if (out.numel() > 0)
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ", n,
+                 ". Note that this may occur as a result of rounding error. "
+                 "The out tensor will be resized to a tensor of shape (", n, ",).");
+    out.resize_({n});
+  }
   at::assert_no_internal_overlap(out);  // as CPU's kernel (a TensorIterator)
   vnc_tensor t = to_vnc(out);
   c10::DeviceGuard g(out.device());

@@ -692,3 +692,20 @@ def test_reduction_with_many_outputs_needs_no_host_memory_per_output():
     """)
     grew = float(out.stdout.split("grew_mib")[1])
     assert grew < 300, out.stdout
+
+
+def test_arange_out_of_the_wrong_size_warns_as_cpu(native):
+    """arange into an out= tensor of another length: ATen's own warning text (none for an empty
+    out), then the out is resized, as on CPU."""
+    import warnings
+
+    def run(dev, n0):
+        out = torch.empty(n0, device=dev)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.arange(5, out=out)
+        return out.cpu(), [str(w.message).split(" (Triggered internally")[0] for w in caught]  # C++ source location
+
+    for n0 in (2, 0, 7):
+        (want, want_w), (got, got_w) = run("cpu", n0), run("neuron", n0)
+        assert torch.equal(got, want) and got_w == want_w, (n0, got_w, want_w)
