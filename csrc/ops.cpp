@@ -790,13 +790,12 @@ std::unordered_map<const c10::TensorImpl*, at::Tensor> host_views_of_shared_memo
     for (const auto& a : args) {
       if (a.t.numel() == 0 || !a.t.storage().is_alias_of(w.storage())) continue;
       group.push_back(a.t);
-      shares |= a.t.unsafeGetTensorImpl() != w.unsafeGetTensorImpl() &&
-                at::get_overlap_status(w, a.t) != at::MemOverlapStatus::No;
+      shares |= a.t.unsafeGetTensorImpl() != w.unsafeGetTensorImpl() && out_overlaps(w, {a.t}, false);
       one_dtype &= a.t.scalar_type() == w.scalar_type();
     }
     if (!shares) continue;
     if (!one_dtype) {
-      for (const at::Tensor& t : group) at::assert_no_partial_overlap(w, t);
+      out_overlaps(w, group, true);
       continue;
     }
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;  // element span in the storage
