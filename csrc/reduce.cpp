@@ -295,7 +295,6 @@ void launch_histogram(const char* name, const at::Tensor& self, const std::optio
 }
 
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
-  check_hist_dtype("histogram_cpu", self);
   TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "torch.histogram: input tensor and hist tensor should have the same dtype, but got input ",
               self.scalar_type(), " and hist ", out.scalar_type());
@@ -311,7 +310,10 @@ at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& mi
   TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi, "] is not finite");
   TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
   at::native::resize_output(out, {bins});
+  // CPU's order: the edges in self's dtype first (an integer range past int64 refused there),
+  // then the dtype of the kernel.
   const at::Tensor edges = at::linspace(lo, hi, bins + 1, self.options());
+  check_hist_dtype("histogram_cpu", self);
   launch_histogram("aten::histc", self, std::nullopt, edges, VNC_BINS_LINEAR, out);
   return out;
 }

@@ -216,6 +216,20 @@ at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, b
   check_same_device("aten::searchsorted", sorted, {&self, &result});
   resize_out(result, self.sizes());
   if (self.numel() == 0) return result;
+  // CPU's kernel copies non-contiguous operands and says so once per program (ATen's
+  // BucketizationUtils.h); this kernel reads strides, but a script should see the same warnings.
+#define NEURON_WARN_NONCONTIGUOUS(t, what)                                                                  \
+  do {                                                                                                      \
+    if (t.defined() && !t.is_contiguous()) {                                                                \
+      TORCH_WARN_ONCE("torch.searchsorted(): " what " tensor is non-contiguous, this will lower the performance " \
+                      "due to extra data copy when converting non-contiguous tensor to contiguous, please use "   \
+                      "contiguous " what " tensor if possible. This message will only appear once per program."); \
+    }                                                                                                       \
+  } while (0)
+  NEURON_WARN_NONCONTIGUOUS(self, "input value");
+  NEURON_WARN_NONCONTIGUOUS(sorted, "boundary");
+  NEURON_WARN_NONCONTIGUOUS(sorter, "sorter");
+#undef NEURON_WARN_NONCONTIGUOUS
   record_native("aten::searchsorted");
   if (common == at::kDouble) warn_float64("aten::searchsorted");
   at::Tensor bd = sorted.scalar_type() == common ? sorted : sorted.to(common);

@@ -4,6 +4,7 @@ Expected values come from CPU PyTorch. Every test also asserts that its ops ran 
 (none of them in torch_neuronx.get_fallback_ops()).
 """
 import math
+import warnings
 
 import pytest
 import torch
@@ -309,6 +310,30 @@ def test_searchsorted_matches_cpu(native, dtype):
         got = torch.searchsorted(bd.to(native), vals.to(native), side="right" if right else "left", out_int32=True)
         assert got.dtype == torch.int32 and torch.equal(got.cpu(), want)
     assert torch.equal(torch.searchsorted(bd[0].to(native), 7).cpu(), torch.searchsorted(bd[0], 7))
+
+
+def _searchsorted_warnings(device):
+    bd = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], device=device)[::2]
+    vals = torch.tensor([[2.0, 3.0], [4.0, 5.0]], device=device).t()
+    sorter = torch.tensor([0, 1, 2, 0, 1, 2], device=device)[::2]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = torch.searchsorted(bd, vals, sorter=sorter)
+    return got.cpu(), sorted(str(w.message).split(" (Triggered")[0] for w in seen)
+
+
+def test_searchsorted_warns_of_non_contiguous_operands_as_cpu(native):
+    """CPU's kernel says once per program which operand is non-contiguous (it copies them);
+    set_warn_always makes each call say it, so that earlier tests cannot have used the once."""
+    before = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        want, want_warnings = _searchsorted_warnings("cpu")
+        got, got_warnings = _searchsorted_warnings(native)
+    finally:
+        torch.set_warn_always(before)
+    assert torch.equal(got, want)
+    assert len(want_warnings) == 3 and got_warnings == want_warnings
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])

@@ -5,6 +5,7 @@ natively and match CPU PyTorch, forward and backward.
 Expected values come from CPU PyTorch. Every test proves the op ran natively: op tracking
 shows it executed on the device and nothing took the CPU fallback.
 """
+import re
 import warnings
 
 import pytest
@@ -208,6 +209,15 @@ def test_histograms_refuse_like_cpu(native):
             torch.histc(args[0].to("neuron"), *args[1:])
     with pytest.raises(NotImplementedError):
         torch.histc(torch.arange(4, device="neuron"), 3)
+    # integers: CPU makes the edges in the input's dtype before refusing the dtype
+    ints = torch.arange(4)
+    for args in ((4, 0, 3), (4, 0.5, 1e40), (4,)):
+        try:
+            torch.histc(ints, *args)
+        except (RuntimeError, NotImplementedError) as e:
+            want = (type(e), str(e).split("\n")[0])
+        with pytest.raises(want[0], match=re.escape(want[1])):
+            torch.histc(ints.to("neuron"), *args)
     with pytest.raises(RuntimeError, match="not finite"):
         torch.histogram(torch.tensor([1.0, float("inf")], device="neuron"), 3)
 
