@@ -1,5 +1,5 @@
 /* CPU tiers: every elementwise op of the table (each type class it accepts) and the
- * reductions, softmax, layer norm and the depthwise convolution give the same bits on every
+ * reductions, softmax, layer norm, the depthwise convolution and the random fills give the same bits on every
  * tier this CPU supports; the branch-free transcendentals of vnc/ew_scalar.h stay within a
  * few ulp of double-precision libm (an independent reference) and keep libm's special values;
  * vnc_fmaf (this file is built for baseline x86-64, so its emulation) equals libm's fmaf bit
@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include "check.h"
+#include "kernels/philox.h"
 #include "vnc/ew_scalar.h"
 #include "vnc/vnc.h"
 
@@ -259,6 +260,46 @@ static void depthwise_across_tiers(int ntiers, const char *const *names) {
   free(x), free(gy), free(w), free(b), free(ref), free(res);
 }
 
+/* The random fills drawn by the tiers (uniform, normal, log-normal, exponential; float32 dense
+ * and bfloat16 strided) give the same bits on every tier; on each, uniform(0, 1)'s values are
+ * philox.h's scalar words (its Random123 answers are checked in test_rng.c), counters crossing
+ * 2^32 included, and normal's are Box-Muller of those words in double within 4e-6 (plus 2e-6
+ * of the value: the float32 logarithm, cosine and square root). */
+static void rng_across_tiers(int ntiers, const char *const *names) {
+  enum { NR = 4099, OUT = 4 * NR + 2 * NR };
+  const uint64_t seed = (1ull << 40) + 3, offset = (1ull << 32) - 1000;
+  float *ref = malloc(sizeof(float) * OUT), *res = malloc(sizeof(float) * OUT);
+  int64_t n = NR, half = NR;
+  for (int t = 0; t < ntiers; t++) {
+    CHECK_OK(vnc_set_cpu_isa(names[t]));
+    float *o = t ? res : ref;
+    memset(o, 0, sizeof(float) * OUT);
+    const vnc_rng_dist dists[] = {VNC_RNG_UNIFORM, VNC_RNG_NORMAL, VNC_RNG_LOG_NORMAL, VNC_RNG_EXPONENTIAL};
+    const double pa[] = {0.0, 1.0, 0.25, 1.5}, pb[] = {1.0, 2.0, 0.5, 0.0};
+    for (int d = 0; d < 4; d++) {
+      vnc_tensor td = vnc_tensor_contiguous(o + d * NR, VNC_FLOAT32, 1, &n);
+      CHECK_OK(vnc_rng_draw(S, &td, dists[d], pa[d], pb[d], seed, offset));
+    }
+    vnc_tensor bf = vnc_tensor_contiguous(o + 4 * NR, VNC_BFLOAT16, 1, &half); /* every other bfloat16 */
+    bf.strides[0] = 2;
+    CHECK_OK(vnc_rng_draw(S, &bf, VNC_RNG_NORMAL, 0.0, 1.0, seed, offset));
+    CHECK_OK(vnc_stream_synchronize(S));
+    if (t) CHECK(same_bits(ref, res, VNC_FLOAT32, OUT));
+    int words = 1, normal = 1;
+    for (int i = 0; i < NR; i++) {
+      uint32_t w[4];
+      vnc_philox_element(seed, offset, (uint64_t)i, w);
+      words &= o[i] == (float)(w[0] >> 8) * 0x1.0p-24f;
+      const double u1 = ((w[0] >> 8) + 1.0) * 0x1.0p-24, u2 = (w[1] >> 8) * 0x1.0p-24;
+      const double z = 1.0 + 2.0 * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+      normal &= fabs(o[NR + i] - z) <= 4e-6 + 2e-6 * fabs(z);
+    }
+    CHECK(words && normal);
+  }
+  free(ref);
+  free(res);
+}
+
 /* The canonical sum of vnc/reduce.h written plainly: 8 lanes per run of 128, run sums, block
  * sums and chunk sums each combined pairwise. */
 static float pairwise_ref(float *v, int64_t n) {
@@ -473,6 +514,7 @@ int main(void) {
   reductions_across_tiers(ntiers, names);
   canonical_schedule(ntiers, names);
   depthwise_across_tiers(ntiers, names);
+  rng_across_tiers(ntiers, names);
   accuracy();
   bounded_forms();
   fma_exact();

@@ -1,11 +1,15 @@
 /* Random fills. Element k of the output (row-major logical index) takes Philox counter
  * offset + k, so results depend on (seed, offset, k) alone. Arithmetic is float32 for
- * every floating dtype (float64 follows the device rule). */
+ * every floating dtype (float64 follows the device rule). Uniform, normal, log-normal and
+ * exponential draws are blocks of the CPU tier's rng_f32 (tier.h: the same bits on every
+ * tier), the other distributions one element at a time here. */
 #include <math.h>
 #include <stdatomic.h>
 #include "dtype.h"
 #include "vnc/iter.h"
+#include "internal.h"
 #include "philox.h"
+#include "tier.h"
 #include "vnc/kernels.h"
 
 typedef enum { RNG_RANDOM = VNC_RNG_DIST_COUNT, RNG_BERNOULLI, RNG_POISSON } rng_extra_kind;
@@ -48,7 +52,6 @@ typedef struct rng_task {
   atomic_int bad;    /* bernoulli_/poisson: an input tensor held a value outside the domain */
 } rng_task;
 
-#define TWO_PI_F 6.2831853071795864769f
 #define PI_F 3.14159265358979323846f
 
 /* Uniform in (0, 1) from 23 bits: (k + 0.5) / 2^23 is exact in float32 and lies in
@@ -104,61 +107,102 @@ static double sample_poisson(const rng_task *t, uint64_t index, double lambda) {
   }
 }
 
+/* The distributions the tier draws as float32 blocks (tier.h's rng_f32). */
+static int tier_drawn(int kind) {
+  return kind == VNC_RNG_UNIFORM || kind == VNC_RNG_NORMAL || kind == VNC_RNG_LOG_NORMAL ||
+         kind == VNC_RNG_EXPONENTIAL;
+}
+
+/* A run of n elements from logical index `index` drawn by the tier: into the output itself
+ * when it is dense float32, else into a block converted to its dtype and strides. */
+static void tier_run(const rng_task *t, char *p, int64_t st, int64_t n, int64_t index) {
+  enum { BUF = 1024 };
+  const int32_t dt = t->it.dtypes[0];
+  const int direct = dt == VNC_FLOAT32 && st == 4;
+  const int clamp = t->kind == VNC_RNG_UNIFORM && t->b > t->a; /* rounding may reach `to` */
+  float buf[BUF];
+  for (int64_t i0 = 0; i0 < n; i0 += BUF) {
+    const int64_t m = n - i0 < BUF ? n - i0 : BUF;
+    char *q = p + i0 * st;
+    float *y = direct ? (float *)q : buf;
+    vnc_tier()->rng_f32(y, m, t->seed, t->offset + (uint64_t)(index + i0), t->kind, (float)t->a, (float)t->b);
+    if (direct) {
+      if (clamp)
+        for (int64_t i = 0; i < m; i++) y[i] = (double)y[i] >= t->b ? (float)t->a : y[i];
+      continue;
+    }
+    char *ptrs[2] = {q, (char *)buf};
+    const int64_t strides[2] = {st, 4};
+    vnc_copy_loop(dt, VNC_FLOAT32)(NULL, ptrs, strides, m, 0);
+    if (clamp)
+      for (int64_t i = 0; i < m; i++)
+        if (vnc_load_f64[dt](q + i * st) >= t->b) vnc_store_f64[dt](q + i * st, t->a);
+  }
+}
+
+/* Bernoulli with one probability into a dense 1-byte or float32 run (dropout's masks): the
+ * generic loop's test, u = w0 / 2^32 < p, without its per-element store call. 0: not this case. */
+static int bernoulli_dense(const rng_task *t, char *p, int64_t st, int64_t m, const uint32_t *w0) {
+  const int32_t dt = t->it.dtypes[0];
+  const double thr = t->a * 0x1.0p32; /* exact: w0 / 2^32 < p  <=>  w0 < p 2^32 */
+  if ((dt == VNC_BOOL || dt == VNC_UINT8 || dt == VNC_INT8) && st == 1) {
+    for (int64_t j = 0; j < m; j++) ((uint8_t *)p)[j] = (double)w0[j] < thr;
+    return 1;
+  }
+  if (dt == VNC_FLOAT32 && st == 4) {
+    for (int64_t j = 0; j < m; j++) ((float *)p)[j] = (double)w0[j] < thr ? 1.0f : 0.0f;
+    return 1;
+  }
+  return 0;
+}
+
 static void rng_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {
   rng_task *t = ctx;
+  if (tier_drawn(t->kind)) {
+    tier_run(t, data[0], st[0], n, index);
+    return;
+  }
   int32_t dt = t->it.dtypes[0];
   vnc_store_f64_fn store = vnc_store_f64[dt];
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t w[4];
-    vnc_philox_element(t->seed, t->offset, (uint64_t)(index + i), w);
-    char *p = data[0] + i * st[0];
-    float u24 = (float)(w[0] >> 8) * 0x1.0p-24f; /* [0, 1) */
-    switch (t->kind) {
-      case VNC_RNG_UNIFORM: {
-        float from = (float)t->a, to = (float)t->b;
-        float v = from + (to - from) * u24;
-        store(p, v);
-        if (vnc_load_f64[dt](p) >= t->b && t->b > t->a) store(p, t->a); /* rounding reached `to` */
-        break;
-      }
-      case VNC_RNG_NORMAL:
-      case VNC_RNG_LOG_NORMAL: {
-        float u1 = ((float)(w[0] >> 8) + 1.0f) * 0x1.0p-24f; /* (0, 1] */
-        float u2 = (float)(w[1] >> 8) * 0x1.0p-24f;
-        float z = (float)t->a + (float)t->b * sqrtf(-2.0f * logf(u1)) * cosf(TWO_PI_F * u2);
-        store(p, t->kind == VNC_RNG_NORMAL ? z : expf(z));
-        break;
-      }
-      case VNC_RNG_EXPONENTIAL:
-        store(p, -log1pf(-u24) / (float)t->a);
-        break;
-      case VNC_RNG_CAUCHY: /* median + sigma tan(pi (u - 1/2)), the inverse CDF */
-        store(p, (float)t->a + (float)t->b * tanf(PI_F * (open_unit(w[0]) - 0.5f)));
-        break;
-      case VNC_RNG_GEOMETRIC: /* ceil(log(u) / log(1 - p)): trials up to the first success */
-        store_count(dt, p, ceil((double)logf(open_unit(w[0])) / t->b));
-        break;
-      case RNG_RANDOM: {
-        uint64_t r = ((uint64_t)w[1] << 32) | w[0];
-        uint64_t v = t->range ? r % t->range : r;
-        vnc_store_i64[dt](p, (int64_t)((uint64_t)t->from + v));
-        break;
-      }
-      case RNG_BERNOULLI: {
-        double prob = t->it.nops > 1 ? vnc_load_f64[t->it.dtypes[1]](data[1] + i * st[1]) : t->a;
-        if (!(prob >= 0.0 && prob <= 1.0)) atomic_store_explicit(&t->bad, 1, memory_order_relaxed);
-        double u = (double)w[0] * 0x1.0p-32; /* [0, 1) */
-        vnc_store_i64[dt](p, u < prob ? 1 : 0);
-        break;
-      }
-      case RNG_POISSON: {
-        double lambda = vnc_load_f64[t->it.dtypes[1]](data[1] + i * st[1]);
-        if (!(lambda >= 0.0 && lambda < INFINITY)) { /* CPU refuses < 0 and NaN (and never ends at inf) */
-          atomic_store_explicit(&t->bad, 1, memory_order_relaxed);
-          lambda = 0.0;
+  uint32_t w0[VNC_RNG_BLOCK], w1[VNC_RNG_BLOCK];
+  for (int64_t i0 = 0; i0 < n; i0 += VNC_RNG_BLOCK) {
+    const int64_t m = n - i0 < VNC_RNG_BLOCK ? n - i0 : VNC_RNG_BLOCK;
+    if (t->kind != RNG_POISSON) /* poisson draws its own rounds per element */
+      vnc_tier()->philox_words(t->seed, t->offset + (uint64_t)(index + i0), m, w0, w1);
+    if (t->kind == RNG_BERNOULLI && t->it.nops == 1 && bernoulli_dense(t, data[0] + i0 * st[0], st[0], m, w0))
+      continue;
+    for (int64_t j = 0; j < m; j++) {
+      const int64_t i = i0 + j;
+      char *p = data[0] + i * st[0];
+      switch (t->kind) {
+        case VNC_RNG_CAUCHY: /* median + sigma tan(pi (u - 1/2)), the inverse CDF */
+          store(p, (float)t->a + (float)t->b * tanf(PI_F * (open_unit(w0[j]) - 0.5f)));
+          break;
+        case VNC_RNG_GEOMETRIC: /* ceil(log(u) / log(1 - p)): trials up to the first success */
+          store_count(dt, p, ceil((double)logf(open_unit(w0[j])) / t->b));
+          break;
+        case RNG_RANDOM: {
+          uint64_t r = ((uint64_t)w1[j] << 32) | w0[j];
+          uint64_t v = t->range ? r % t->range : r;
+          vnc_store_i64[dt](p, (int64_t)((uint64_t)t->from + v));
+          break;
         }
-        store_count(dt, p, sample_poisson(t, (uint64_t)(index + i), lambda));
-        break;
+        case RNG_BERNOULLI: {
+          double prob = t->it.nops > 1 ? vnc_load_f64[t->it.dtypes[1]](data[1] + i * st[1]) : t->a;
+          if (!(prob >= 0.0 && prob <= 1.0)) atomic_store_explicit(&t->bad, 1, memory_order_relaxed);
+          double u = (double)w0[j] * 0x1.0p-32; /* [0, 1) */
+          vnc_store_i64[dt](p, u < prob ? 1 : 0);
+          break;
+        }
+        case RNG_POISSON: {
+          double lambda = vnc_load_f64[t->it.dtypes[1]](data[1] + i * st[1]);
+          if (!(lambda >= 0.0 && lambda < INFINITY)) { /* CPU refuses < 0 and NaN (and never ends at inf) */
+            atomic_store_explicit(&t->bad, 1, memory_order_relaxed);
+            lambda = 0.0;
+          }
+          store_count(dt, p, sample_poisson(t, (uint64_t)(index + i), lambda));
+          break;
+        }
       }
     }
   }

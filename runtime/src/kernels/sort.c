@@ -14,6 +14,7 @@
 #include "internal.h"
 #include "lines.h"
 #include "philox.h"
+#include "tier.h"
 #include "vnc/sort.h"
 #include "vnc/threadpool.h"
 
@@ -370,10 +371,11 @@ typedef struct perm_task {
 
 static void perm_keys(void *ctx, int64_t i0, int64_t i1) {
   const perm_task *t = ctx;
-  for (int64_t i = i0; i < i1; i++) {
-    uint32_t w[4];
-    vnc_philox_element(t->seed, t->offset, (uint64_t)i, w);
-    t->a[i] = (pair){((uint64_t)w[1] << 32) | w[0], i};
+  uint32_t w0[VNC_RNG_BLOCK], w1[VNC_RNG_BLOCK];
+  for (int64_t b = i0; b < i1; b += VNC_RNG_BLOCK) {
+    const int64_t m = i1 - b < VNC_RNG_BLOCK ? i1 - b : VNC_RNG_BLOCK;
+    vnc_tier()->philox_words(t->seed, t->offset + (uint64_t)b, m, w0, w1); /* vnc_philox_element's words */
+    for (int64_t j = 0; j < m; j++) t->a[b + j] = (pair){((uint64_t)w1[j] << 32) | w0[j], b + j};
   }
 }
 

@@ -12,6 +12,7 @@
 #include "ew_classes.h"
 
 #define VNC_TILE_OUTPUTS 256 /* outputs per tile of the column sums */
+#define VNC_RNG_BLOCK 256    /* counters per philox_words call */
 
 /* A small float32 product for attention (vnc_tier_ops.mm): c[r][col] = the sum over t of
  * a[r * ars + t * ats] * b[t * ldb + col], for r < m, col < n; n is a multiple of
@@ -109,6 +110,13 @@ typedef struct vnc_tier_ops {
   void (*f32_to_bf16)(uint16_t *d, const float *s, int64_t n);
   /* y[i] = exp(x[i] - shift) (vnc_expf). y may equal x. */
   void (*exp_shift)(float *y, const float *x, float shift, int64_t n);
+  /* Words 0 and 1 of Philox4x32-10 (philox.h's vnc_philox_element) for the counters ctr + i,
+   * i < n <= VNC_RNG_BLOCK, into w0[i] and w1[i]. */
+  void (*philox_words)(uint64_t seed, uint64_t ctr, int64_t n, uint32_t *w0, uint32_t *w1);
+  /* Random fills (rng.c): y[i] for i < n drawn from Philox counter ctr + i under seed, for
+   * kind VNC_RNG_UNIFORM (a + (b - a) u, u in [0, 1) from 24 bits), VNC_RNG_NORMAL (mean a,
+   * std b, Box-Muller), VNC_RNG_LOG_NORMAL (exp of that) or VNC_RNG_EXPONENTIAL (rate a). */
+  void (*rng_f32)(float *y, int64_t n, uint64_t seed, uint64_t ctr, int kind, float a, float b);
   /* Layer norm of a row: y[i] = (x[i] - mean) * rstd, then * w[i], then + b[i] (w, b may be
    * NULL). y may equal x. */
   void (*norm_row)(float *y, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b);

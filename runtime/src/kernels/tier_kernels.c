@@ -14,7 +14,9 @@
 #include "dtype.h"
 #include "internal.h"
 #include "tier.h"
+#include "philox.h"
 #include "vnc/ew_scalar.h"
+#include "vnc/kernels.h"
 #include "vnc/reduce.h"
 
 #ifndef VNC_TIER_NAME
@@ -1212,6 +1214,109 @@ static void dw_cl_dot_lines(const vnc_dw_lines *L, int64_t l0, int64_t l1, int64
 #undef DW_P
 #undef MM_ALL
 
+/* ---------------------------------------------------------------- random fills */
+
+/* Words 0 and 1 of Philox4x32-10 (philox.h) for the counters ctr .. ctr + n - 1 (round 0),
+ * n <= VNC_RNG_BLOCK: every round over the whole block (lanes independent, so no round waits on
+ * the one before it), one lane's words in a 64-bit slot so that one 32x32->64 multiply
+ * instruction per slot gives both halves of the product. Integer arithmetic: every tier gives
+ * philox.h's words. */
+#define RNG_BLOCK VNC_RNG_BLOCK
+#if defined(__AVX512F__)
+#define PX_W 8
+#define PX_MUL(a, b) (px_vec) _mm512_mul_epu32((__m512i)(a), (__m512i)(b))
+#elif defined(__AVX2__)
+#define PX_W 4
+#define PX_MUL(a, b) (px_vec) _mm256_mul_epu32((__m256i)(a), (__m256i)(b))
+#elif defined(__SSE2__)
+#define PX_W 2
+#define PX_MUL(a, b) (px_vec) _mm_mul_epu32((__m128i)(a), (__m128i)(b))
+#endif
+
+#if defined(PX_W)
+typedef uint64_t px_vec __attribute__((vector_size(PX_W * 8)));
+
+static void philox_words(uint64_t seed, uint64_t ctr, int64_t n, uint32_t *w0, uint32_t *w1) {
+  enum { NV = RNG_BLOCK / PX_W };
+  uint64_t lane[2][RNG_BLOCK];
+  px_vec x0[NV], x1[NV], x2[NV], x3[NV];
+  for (int64_t j = 0; j < RNG_BLOCK; j++) {
+    const uint64_t c = ctr + (uint64_t)j;
+    lane[0][j] = (uint32_t)c;
+    lane[1][j] = c >> 32;
+  }
+  memcpy(x0, lane[0], sizeof x0);
+  memcpy(x1, lane[1], sizeof x1);
+  memset(x2, 0, sizeof x2);
+  memset(x3, 0, sizeof x3);
+  const px_vec m0 = (px_vec){0} + 0xD2511F53u, m1 = (px_vec){0} + 0xCD9E8D57u, low = (px_vec){0} + 0xFFFFFFFFu;
+  uint64_t k0 = (uint32_t)seed, k1 = seed >> 32;
+  for (int r = 0; r < 10; r++) {
+    for (int v = 0; v < NV; v++) {
+      const px_vec p0 = PX_MUL(x0[v], m0), p1 = PX_MUL(x2[v], m1);
+      x0[v] = (p1 >> 32) ^ x1[v] ^ k0;
+      x2[v] = (p0 >> 32) ^ x3[v] ^ k1;
+      x1[v] = p1 & low;
+      x3[v] = p0 & low;
+    }
+    k0 = (uint32_t)(k0 + 0x9E3779B9u);
+    k1 = (uint32_t)(k1 + 0xBB67AE85u);
+  }
+  memcpy(lane[0], x0, sizeof x0);
+  memcpy(lane[1], x1, sizeof x1);
+  for (int64_t j = 0; j < n; j++) {
+    w0[j] = (uint32_t)lane[0][j];
+    w1[j] = (uint32_t)lane[1][j];
+  }
+}
+#else
+static void philox_words(uint64_t seed, uint64_t ctr, int64_t n, uint32_t *w0, uint32_t *w1) {
+  for (int64_t j = 0; j < n; j++) {
+    uint32_t w[4];
+    vnc_philox_element(seed, ctr, (uint64_t)j, w);
+    w0[j] = w[0];
+    w1[j] = w[1];
+  }
+}
+#endif
+
+/* cos(2 pi u) for u in [0, 1) a multiple of 2^-24: the nearest quarter turn k taken off
+ * exactly, the rest (|x| <= pi/4) by Cephes' sinf/cosf polynomials (S. L. Moshier, Cephes
+ * Math Library, sinf.c). */
+static inline float cos_2pi(float u) {
+  const int32_t k = (int32_t)(u * 4.0f + 0.5f);
+  const float x = (u - (float)k * 0.25f) * 6.28318530717958647692f, z = x * x;
+  const float sn = x + x * z * ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f);
+  const float cs = z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) -
+                   0.5f * z + 1.0f;
+  const int32_t q = k & 3;
+  return q == 0 ? cs : q == 1 ? -sn : q == 2 ? -cs : sn;
+}
+
+static void rng_f32(float *y, int64_t n, uint64_t seed, uint64_t ctr, int kind, float a, float b) {
+  uint32_t w0[RNG_BLOCK], w1[RNG_BLOCK];
+  for (int64_t i0 = 0; i0 < n; i0 += RNG_BLOCK) {
+    const int64_t m = n - i0 < RNG_BLOCK ? n - i0 : RNG_BLOCK;
+    float *o = y + i0;
+    philox_words(seed, ctr + (uint64_t)i0, m, w0, w1);
+    switch (kind) {
+      case VNC_RNG_UNIFORM:
+        for (int64_t i = 0; i < m; i++) o[i] = a + (b - a) * ((float)(w0[i] >> 8) * 0x1.0p-24f);
+        break;
+      case VNC_RNG_EXPONENTIAL:
+        for (int64_t i = 0; i < m; i++) o[i] = -vnc_log1pf(-((float)(w0[i] >> 8) * 0x1.0p-24f)) / a;
+        break;
+      default: /* normal, log-normal: Box-Muller's cosine half, u1 in (0, 1] (its log finite) */
+        for (int64_t i = 0; i < m; i++) {
+          const float u1 = ((float)(w0[i] >> 8) + 1.0f) * 0x1.0p-24f, u2 = (float)(w1[i] >> 8) * 0x1.0p-24f;
+          o[i] = a + b * (sqrtf(-2.0f * vnc_logf_normal(u1)) * cos_2pi(u2));
+        }
+        if (kind == VNC_RNG_LOG_NORMAL)
+          for (int64_t i = 0; i < m; i++) o[i] = vnc_expf(o[i]);
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define EW_KERNEL_ENTRY(CLS, TT, DT, COL, name) ew_##name##_##CLS,
@@ -1237,6 +1342,8 @@ const vnc_tier_ops TIER_CAT(vnc_tier_ops_, VNC_TIER_NAME) = {
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
     .exp_shift = exp_shift,
+    .philox_words = philox_words,
+    .rng_f32 = rng_f32,
     .norm_row = norm_row,
     .mm = mm,
     .softmax_row = softmax_row,
