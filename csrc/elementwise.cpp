@@ -276,9 +276,15 @@ struct DivMode {
   }
 };
 
+// ATen's get_gelutype_enum: the kernels, not the metas, refuse another approximation.
+void check_gelu_approximate(c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
+}
+
 struct Gelu {
   template <class M>
   static void run(M& op, const at::Tensor&, c10::string_view approximate, const at::Tensor&) {
+    check_gelu_approximate(approximate);
     launch_ew(op, approximate == "tanh" ? VNC_EW_gelu_tanh : VNC_EW_gelu, no_params(), "aten::gelu");
   }
 };
@@ -286,6 +292,7 @@ struct Gelu {
 struct GeluBackward {
   template <class M>
   static void run(M& op, const at::Tensor&, const at::Tensor&, c10::string_view approximate, const at::Tensor&) {
+    check_gelu_approximate(approximate);
     launch_ew(op, approximate == "tanh" ? VNC_EW_gelu_tanh_backward : VNC_EW_gelu_backward, no_params(),
               "aten::gelu_backward");
   }
@@ -831,6 +838,7 @@ at::Tensor& nx_nan_to_num_(at::Tensor& self, std::optional<double> nan, std::opt
 at::Tensor& nx_round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
   NEURON_CHECK_SUPPORTED(at::isFloatingType(self.scalar_type()), "round(decimals) of ", self.scalar_type(),
                          " tensors is not natively supported on neuron");  // CPU raises for those
+  check_same_device("aten::round.decimals_out", self, {&out});
   TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), "result type ", self.scalar_type(),
               " can't be cast to the desired output type ", out.scalar_type());
   out_overlaps(out, {self}, true);  // CPU's refusal (a TensorIterator); computed apart anyway

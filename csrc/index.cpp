@@ -363,6 +363,8 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
   check_same_device("aten::nonzero", self, {&out});
+  at::assert_no_internal_overlap(out);  // CPU's refusals
+  at::assert_no_overlap(out, self);
   record_native("aten::nonzero");
   c10::DeviceGuard guard(self.device());
   vnc_tensor x = to_vnc(self);

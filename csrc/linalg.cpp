@@ -171,10 +171,7 @@ at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::T
     TORCH_CHECK(self.size(0) == vec1.size(0) && self.size(1) == vec2.size(0), "size mismatch, input: ", self.sizes(),
                 ", v1: ", vec1.sizes(), ", v2: ", vec2.sizes());
   }
-  const at::Tensor r = at::addr(self, vec1, vec2, beta, alpha);
-  at::native::resize_output(result, r.sizes());
-  result.copy_(r);
-  return result;
+  return result_into("aten::addr.out", at::addr(self, vec1, vec2, beta, alpha), result);
 }
 
 // torch.cdist's kernels, as ATen's Distance.cpp: _cdist_forward with p = 2 goes through the

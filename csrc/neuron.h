@@ -89,6 +89,12 @@ bool out_overlaps(const at::Tensor& out, at::ArrayRef<at::Tensor> inputs, bool r
 // write `out` themselves, not through a structured meta (structured.h) or a copy_ (which check).
 void resize_out(const at::Tensor& out, at::IntArrayRef sizes);
 
+// The out= form of a kernel that computes its result `r` apart: the checks CPU's out= kernels
+// make (out on r's device, with PyTorch's "Expected all tensors to be on the same device"
+// naming `op`; r's dtype castable to out's, ATen's "result type X can't be cast to the desired
+// output type Y"), ATen's resize_output, then the copy (which refuses an expanded out).
+at::Tensor& result_into(const char* op, const at::Tensor& r, at::Tensor& out);
+
 // Runs the ATen op `name`.`overload` through the visible CPU fallback on a boxed stack of
 // arguments (results replace them): for configurations a native kernel does not cover.
 void run_cpu_fallback(const char* name, const char* overload, std::vector<c10::IValue>& stack);

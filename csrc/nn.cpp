@@ -309,10 +309,12 @@ MultiMargin multi_margin_setup(const at::Tensor& self, const at::Tensor& target,
   m.x = nd == 2 ? self : self.reshape({1, -1});
   m.N = m.x.size(0);
   m.C = m.x.size(1);
-  TORCH_CHECK(target.numel() == m.N && target.dim() <= 1, "inconsistent target size, expected ", m.N, " but got ",
-              target.sizes());
+  TORCH_CHECK(target.numel() == m.N && target.dim() <= 1,  // ATen's multi_margin_loss_shape_check
+              "multi_margin_loss: target tensor should be 1-D with size equal to the number of input samples (batch "
+              "size). Expected target size [", m.N, "], but got ", target.sizes(), ". Input has shape ", self.sizes(), ".");
   TORCH_CHECK(!weight || !weight->defined() || (weight->dim() <= 1 && weight->numel() == m.C),
               "inconsistent weight size, expected ", m.C, " but got ", weight ? weight->sizes() : at::IntArrayRef());
+  TORCH_CHECK(target.scalar_type() == at::kLong, "expected scalar type Long but found ", target.scalar_type());
   m.t = target.reshape({m.N, 1}).to(at::kLong);
   if (m.N) TORCH_CHECK(m.t.min().item<int64_t>() >= 0 && m.t.max().item<int64_t>() < m.C, "target out of range");
   m.onehot = at::zeros({m.N, m.C}, self.options().dtype(at::kBool)).scatter_(1, m.t, true);
@@ -358,9 +360,8 @@ at::Tensor& nx_multi_margin_loss_backward_out(const at::Tensor& grad_output, con
                                            const at::Tensor& target, const at::Scalar& p, const at::Scalar& margin,
                                            const std::optional<at::Tensor>& weight, int64_t reduction,
                                            at::Tensor& grad_input) {
-  const at::Tensor r = nx_multi_margin_loss_backward(grad_output, self, target, p, margin, weight, reduction);
-  at::native::resize_output(grad_input, r.sizes());
-  return grad_input.copy_(r);
+  return result_into("aten::multi_margin_loss_backward.grad_input",
+                     nx_multi_margin_loss_backward(grad_output, self, target, p, margin, weight, reduction), grad_input);
 }
 
 // multilabel: each target row lists class indices up to its first -1.
@@ -430,9 +431,8 @@ at::Tensor nx_multilabel_margin_loss_backward(const at::Tensor& grad_output, con
 at::Tensor& nx_multilabel_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                                 const at::Tensor& target, int64_t reduction, const at::Tensor& is_target,
                                                 at::Tensor& grad_input) {
-  const at::Tensor r = nx_multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target);
-  at::native::resize_output(grad_input, r.sizes());
-  return grad_input.copy_(r);
+  return result_into("aten::multilabel_margin_loss_backward.grad_input",
+                     nx_multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target), grad_input);
 }
 
 // ---------------------------------------------------------------- CTC loss
@@ -732,11 +732,6 @@ void check_loss_inputs(const char* op, const at::Tensor& self, const at::Tensor&
               ": expected floating point input and target, got ", self.scalar_type(), " and ", target.scalar_type());
   check_same_device(op, self, {&target});
 }
-at::Tensor& to_out(const at::Tensor& r, at::Tensor& out) {
-  at::native::resize_output(out, r.sizes());
-  out.copy_(r);
-  return out;
-}
 
 at::Tensor nx_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
   check_loss_inputs("aten::mse_loss", self, target);
@@ -745,7 +740,7 @@ at::Tensor nx_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t
   return reduce_loss(at::mul(d, d), reduction);
 }
 at::Tensor& nx_mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
-  return to_out(nx_mse_loss(self, target, reduction), out);
+  return result_into("aten::mse_loss.out", nx_mse_loss(self, target, reduction), out);
 }
 at::Tensor nx_mse_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
   check_loss_inputs("aten::mse_loss_backward", self, target);
@@ -754,7 +749,7 @@ at::Tensor nx_mse_loss_backward(const at::Tensor& grad, const at::Tensor& self, 
 }
 at::Tensor& nx_mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                   int64_t reduction, at::Tensor& out) {
-  return to_out(nx_mse_loss_backward(grad, self, target, reduction), out);
+  return result_into("aten::mse_loss_backward.grad_input", nx_mse_loss_backward(grad, self, target, reduction), out);
 }
 
 // smooth L1 (beta) and Huber (delta): quadratic below the threshold, linear above.
@@ -768,7 +763,7 @@ at::Tensor nx_smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, i
 }
 at::Tensor& nx_smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
                                at::Tensor& out) {
-  return to_out(nx_smooth_l1_loss(self, target, reduction, beta), out);
+  return result_into("aten::smooth_l1_loss.out", nx_smooth_l1_loss(self, target, reduction, beta), out);
 }
 at::Tensor& nx_smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                         int64_t reduction, double beta, at::Tensor& out) {
@@ -777,7 +772,7 @@ at::Tensor& nx_smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Ten
   const double norm = loss_norm(self, reduction);
   const at::Tensor x = at::sub(self, target), g = grad.expand_as(x);
   const at::Tensor inner = beta == 0 ? at::zeros_like(x) : at::div(at::mul(at::mul(x, norm), g), beta);
-  return to_out(at::where(x <= -beta, at::mul(g, -norm), at::where(x >= beta, at::mul(g, norm), inner)), out);
+  return result_into("aten::smooth_l1_loss_backward.grad_input", at::where(x <= -beta, at::mul(g, -norm), at::where(x >= beta, at::mul(g, norm), inner)), out);
 }
 
 at::Tensor nx_huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
@@ -790,7 +785,7 @@ at::Tensor nx_huber_loss(const at::Tensor& self, const at::Tensor& target, int64
 }
 at::Tensor& nx_huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
                            at::Tensor& out) {
-  return to_out(nx_huber_loss(self, target, reduction, delta), out);
+  return result_into("aten::huber_loss.out", nx_huber_loss(self, target, reduction, delta), out);
 }
 at::Tensor& nx_huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                     int64_t reduction, double delta, at::Tensor& out) {
@@ -798,9 +793,9 @@ at::Tensor& nx_huber_loss_backward_out(const at::Tensor& grad, const at::Tensor&
   record_native("aten::huber_loss_backward");
   const double norm = loss_norm(self, reduction);
   const at::Tensor x = at::sub(self, target), g = grad.expand_as(x);
-  return to_out(at::where(x <= -delta, at::mul(g, -norm * delta),
+  return result_into("aten::huber_loss_backward.out", at::where(x <= -delta, at::mul(g, -norm * delta),
                           at::where(x >= delta, at::mul(g, norm * delta), at::mul(at::mul(x, norm), g))),
-                out);
+                     out);
 }
 
 // binary cross-entropy on probabilities, ATen's formula (logs clamped at -100; the gradient's
@@ -839,7 +834,7 @@ std::tuple<at::Tensor, at::Tensor> nx_log_sigmoid_forward(const at::Tensor& self
 }
 std::tuple<at::Tensor&, at::Tensor&> nx_log_sigmoid_forward_out(const at::Tensor& self, at::Tensor& out, at::Tensor& buffer) {
   auto [o, b] = nx_log_sigmoid_forward(self);
-  to_out(o, out);
+  result_into("aten::log_sigmoid_forward.output", o, out);
   at::native::resize_output(buffer, {0});
   return {out, buffer};
 }
@@ -851,7 +846,7 @@ at::Tensor nx_log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& sel
 }
 at::Tensor& nx_log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
                                      at::Tensor& out) {
-  return to_out(nx_log_sigmoid_backward(grad, self, buffer), out);
+  return result_into("aten::log_sigmoid_backward.grad_input", nx_log_sigmoid_backward(grad, self, buffer), out);
 }
 
 // ---------------------------------------------------------------- fused LSTM / GRU cells

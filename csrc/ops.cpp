@@ -429,6 +429,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 // kernel behind conj_physical, _conj_physical and resolve_conj's callers); real dtypes copy.
 at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
   NEURON_TRACK("aten::conj_physical");
+  check_same_device("aten::conj_physical.out", self, {&out});
   TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), "result type ", self.scalar_type(),
               " can't be cast to the desired output type ", out.scalar_type());
   at::native::resize_output(out, self.sizes());
@@ -626,6 +627,7 @@ struct BernoulliKernel {
     NEURON_CHECK_SUPPORTED(!self.is_complex() && at::isFloatingType(p_.scalar_type()), "bernoulli_ of ",
                            self.scalar_type(), " tensors with ", p_.scalar_type(),
                            " probabilities is not natively supported on neuron");
+    at::assert_no_partial_overlap(self, p_);  // CPU's kernel is a TensorIterator over (self, p)
     at::Tensor p = at::Tensor(p_).to(self.device());
     vnc_tensor pv = to_vnc(p);
     draw(self, "aten::bernoulli_", gen, [&](vnc_stream* s, vnc_tensor* t, uint64_t seed, uint64_t off) {
@@ -713,6 +715,12 @@ at::Tensor& bernoulli_scalar(at::Tensor& self, double p, std::optional<at::Gener
 at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
   NEURON_TRACK("aten::bernoulli_");
   return tmpl::bernoulli_impl_<BernoulliKernel, PhiloxRNG>(self, p, gen);
+}
+// torch.bernoulli(p, out=o): ATen's bernoulli_out_impl (resize_, then o.bernoulli_(p)), so its
+// draws come from the neuron generator as torch.bernoulli(p)'s do.
+at::Tensor& bernoulli_out(const at::Tensor& self, std::optional<at::Generator> gen, at::Tensor& out) {
+  out.resize_(self.sizes());
+  return bernoulli_tensor(out, self, gen);
 }
 
 // ---------------------------------------------------------------- boxed CPU fallback
@@ -1006,6 +1014,15 @@ void resize_out(const at::Tensor& out, at::IntArrayRef sizes) {
   at::assert_no_internal_overlap(out);
 }
 
+at::Tensor& result_into(const char* op, const at::Tensor& r, at::Tensor& out) {
+  check_same_device(op, r, {&out});
+  TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), "result type ", r.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
 void check_select_out(const char* op, const at::Tensor& self, const at::Tensor& index, const at::Tensor& out) {
   TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(), ", but got ",
               out.device(), " instead (in ", op, ")");
@@ -1149,6 +1166,7 @@ NEURON_LIBRARY_IMPL(m) {
   m.impl("random_", TORCH_FN(random_default));
   m.impl("bernoulli_.float", TORCH_FN(bernoulli_scalar));
   m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor));
+  m.impl("bernoulli.out", TORCH_FN(bernoulli_out));
 }
 
 // _copy_from is where copies to and from neuron end (ATen's copy_ hands every device it does

@@ -131,6 +131,7 @@ at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& ou
                               "\"logcumsumexp_out_neuron\" not implemented for '", self.scalar_type(), "'");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "expected out to have dtype ", self.scalar_type(), ", got ",
               out.scalar_type());
+  at::maybe_wrap_dim(dim, self.dim());  // a bad dim is an IndexError even for an empty self
   resize_out(out, self.sizes());
   if (self.numel() == 0) return out;
   if (out_overlaps(out, {self}, true)) {  // a full overlap (out is self): computed apart
@@ -339,13 +340,15 @@ at::Tensor roll_dims(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
   }
   TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", dims.size());
   if (dims.size() > 1) return roll_dims(roll_dims(self, shifts.slice(0, 1), dims.slice(0, 1)), shifts.slice(1), dims.slice(1));
-  const int64_t d = at::maybe_wrap_dim(dims[0], self.dim());
+  const int64_t d = at::maybe_wrap_dim(dims[0], self.dim(), /*wrap_scalar=*/false);  // a 0-dim self: IndexError
   record_native("aten::roll");
-  at::Tensor out = at::empty_like(self, self.suggest_memory_format());  // CPU's layout: contiguous or channels_last
-  const int64_t n = self.dim() ? self.size(d) : 1;
-  if (self.numel() == 0) return out;
+  if (self.numel() == 0) return self.clone(at::MemoryFormat::Preserve);
+  const int64_t n = self.size(d);
   const int64_t s = ((shifts[0] % n) + n) % n;
-  if (s == 0 || self.dim() == 0) return out.copy_(self);
+  // CPU's roll is cat(self[n-s:], self[:n-s]) along d: the pieces' layout (contiguous or
+  // channels_last), contiguous when a piece is empty (no shift)
+  at::Tensor out = at::empty_like(self, s == 0 ? at::MemoryFormat::Contiguous : self.suggest_memory_format());
+  if (s == 0) return out.copy_(self);
   out.narrow(d, s, n - s).copy_(self.narrow(d, 0, n - s));
   out.narrow(d, 0, s).copy_(self.narrow(d, n - s, s));
   return out;
@@ -420,13 +423,14 @@ std::tuple<at::Tensor&, at::Tensor&> into_outs(const char* name, std::tuple<at::
 
 std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
                                                   at::Tensor& values, at::Tensor& indices) {
-  out_overlaps(values, {self}, true);  // CPU's refusal; the result is computed apart anyway
+  at::assert_no_overlap(self, values);  // CPU's refusals; the result is computed apart anyway
   out_overlaps(indices, {self}, true);
   return into_outs("aten::kthvalue", kthvalue_dim(self, k, dim, keepdim), values, indices);
 }
 
 std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
                                                        at::Tensor& values, at::Tensor& indices) {
+  at::assert_no_overlap(values, self);  // CPU's refusal; the result is computed apart anyway
   return into_outs("aten::nanmedian", nanmedian_dim(self, dim, keepdim), values, indices);
 }
 
