@@ -477,6 +477,9 @@ _LAYOUT_CASES = {  # name: (fn, inputs); gradients are taken for every input
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [_x(2, 4, 9, 11).contiguous(memory_format=_CL)]),
     "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), [_x(2, 4, 6, 5).contiguous(memory_format=_CL)]),
     "pixel_unshuffle": (lambda x: F.pixel_unshuffle(x, 2), [_x(2, 3, 6, 4).contiguous(memory_format=_CL)]),
+    # roll is CPU's cat of two pieces: channels_last kept, contiguous when there is no shift
+    "roll_shifted": (lambda x: torch.roll(x, 1, 2), [_x(2, 4, 3, 3).contiguous(memory_format=_CL)]),
+    "roll_no_shift": (lambda x: torch.roll(x, 3, 2), [_x(2, 4, 3, 3).contiguous(memory_format=_CL)]),
 }
 
 
