@@ -934,10 +934,19 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (os[k].device().type() != kNeuron) continue;
       // An expanded tensor the kernel wrote without resizing: its distinct elements.
       const at::Tensor od = distinct_elements(os[k]), hd = distinct_elements(hs[k]);
-      if (od.dim() && hs[k].sizes() == os[k].sizes() && hd.sizes() == od.sizes() && od.numel() < os[k].numel())
+      if (od.dim() && hs[k].sizes() == os[k].sizes() && hd.sizes() == od.sizes() && od.numel() < os[k].numel()) {
         od.copy_(round_f64(hd, name.c_str()));
-      else
-        at::_copy_from_and_resize(round_f64(hs[k], name.c_str()), os[k]);
+      } else {
+        // A tensor the kernel resized takes the layout CPU's kernel gave it (its result's: a
+        // transposed input's digamma into an empty out= is transposed too), where that is a
+        // dense order; _copy_from_and_resize alone would make it contiguous.
+        const at::Tensor h = round_f64(hs[k], name.c_str());
+        if (h.sizes() != os[k].sizes() && h.is_non_overlapping_and_dense()) {
+          os[k].resize_(h.sizes());
+          os[k].as_strided_(h.sizes(), h.strides());
+        }
+        at::_copy_from_and_resize(h, os[k]);
+      }
     }
   }
   const auto& rets = schema.returns();
