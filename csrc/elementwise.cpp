@@ -850,10 +850,12 @@ at::Tensor& nx_round_decimals_(at::Tensor& self, int64_t decimals) { return nx_r
 // pow with a scalar base (2 ** t): the tensor-tensor kernel with the base as a host 0-dim
 // operand of the result dtype, as ATen composes it (a base of 1 gives ones). The base converts
 // as TensorIterator casts a wrapped number, unchecked: 300 is 44 in uint8, 1e10 inf in float16.
+// The result is contiguous whatever the exponent's layout, as ATen's pow.Scalar meta allocates it.
 at::Tensor nx_pow_scalar_base(const at::Scalar& base, const at::Tensor& exponent) {
   const at::ScalarType dt = at::result_type(base, exponent);
-  if (base.equal(1)) return at::ones_like(exponent, exponent.options().dtype(dt));
-  return at::pow(c10::scalar_to_tensor(base).to(dt), exponent);
+  at::Tensor out = at::empty(exponent.sizes(), exponent.options().dtype(dt));
+  if (base.equal(1)) return out.fill_(1);
+  return at::pow_out(out, c10::scalar_to_tensor(base).to(dt), exponent);
 }
 
 // sgn: sign for real dtypes; complex inputs (z / |z|) take the visible CPU fallback.
