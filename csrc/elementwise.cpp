@@ -336,7 +336,8 @@ using Threshold = Scalars<VNC_EW_threshold, kThreshold>;
 at::Tensor nx_prelu(const at::Tensor& self, const at::Tensor& weight) {
   record_native("aten::_prelu_kernel");
   check_same_device("aten::_prelu_kernel", self, {&weight});
-  return at::where(self.gt(0), self, weight * self);
+  at::Tensor out = at::empty_like(self);  // CPU's _prelu_kernel result
+  return at::where_out(out, self.gt(0), self, weight * self);
 }
 std::tuple<at::Tensor, at::Tensor> nx_prelu_backward(const at::Tensor& grad, const at::Tensor& self,
                                                      const at::Tensor& weight) {
@@ -531,7 +532,7 @@ at::Tensor& nx_relu_out_impl(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 at::Tensor nx_relu(const at::Tensor& self) {
-  at::Tensor out = at::empty_like(self);
+  at::Tensor out = empty_like_iter({self}, self.scalar_type());  // (CPU's clamp_min iterator)
   return nx_relu_out_impl(self, out);
 }
 at::Tensor& nx_relu_(at::Tensor& self) { return nx_relu_out_impl(self, self); }
@@ -755,7 +756,7 @@ at::Tensor& nx_isnan_out(const at::Tensor& self, at::Tensor& out) {
 }
 at::Tensor nx_isnan(const at::Tensor& self) {
   if (self.is_complex()) return at::logical_or(at::isnan(at::real(self)), at::isnan(at::imag(self)));
-  at::Tensor out = at::empty_like(self, self.options().dtype(at::kBool));
+  at::Tensor out = empty_like_iter({self}, at::kBool);  // (CPU's self != self iterator)
   return nx_isnan_out(self, out);
 }
 
@@ -842,7 +843,7 @@ at::Tensor& nx_round_decimals_out(const at::Tensor& self, int64_t decimals, at::
   return out.copy_(r);
 }
 at::Tensor nx_round_decimals(const at::Tensor& self, int64_t decimals) {
-  at::Tensor out = at::empty_like(self);
+  at::Tensor out = empty_like_iter({self}, self.scalar_type());
   return nx_round_decimals_out(self, decimals, out);
 }
 at::Tensor& nx_round_decimals_(at::Tensor& self, int64_t decimals) { return nx_round_decimals_out(self, decimals, self); }

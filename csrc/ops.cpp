@@ -7,6 +7,7 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/Resize.h>
@@ -977,6 +978,17 @@ void check_same_device(const char* op, const at::Tensor& ref, std::initializer_l
     TORCH_CHECK(!t->defined() || t->device() == ref.device(),
                 "Expected all tensors to be on the same device, but found at least two devices, ", ref.device(), " and ",
                 t->device(), "! (in ", op, ")");
+}
+
+at::Tensor empty_like_iter(std::initializer_list<at::Tensor> inputs, at::ScalarType dtype) {
+  at::TensorIteratorConfig config;
+  config.check_all_same_dtype(false).declare_static_dtype(dtype).add_owned_output(at::Tensor());
+  for (const at::Tensor& t : inputs) config.add_const_input(t);
+  return config.build().output();  // (the iterator allocates it, on the inputs' device)
+}
+
+at::Tensor laid_out_as(const at::Tensor& r, const at::Tensor& dst) {
+  return r.strides() == dst.strides() ? r : dst.copy_(r);
 }
 
 at::Tensor distinct_elements(const at::Tensor& t) {

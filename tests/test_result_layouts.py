@@ -96,3 +96,36 @@ def test_batch_norm_grad_input_layout_as_cpu(native):
                 m, v = rm.double().view(shape), rv.double().view(shape)
             ((ref - m) / torch.sqrt(v + 1e-5) * g.double()).sum().backward()
             torch.testing.assert_close(leaf_d.grad.cpu(), ref.grad.float(), rtol=1e-4, atol=1e-4)
+
+
+_W = torch.tensor([0.3])
+ELEMENTWISE = {
+    # CPU's TensorIterator kernels: contiguous for an input that is_contiguous (the strides of
+    # its size-1 dims ignored), else the inputs' layout
+    "relu": lambda a, b: torch.relu(a), "isnan": lambda a, b: torch.isnan(a),
+    "round(decimals=2)": lambda a, b: torch.round(a, decimals=2),
+    "mse_loss": lambda a, b: F.mse_loss(a, b, reduction="none"),
+    "smooth_l1_loss": lambda a, b: F.smooth_l1_loss(a, b, reduction="none"),
+    "smooth_l1_loss beta=0": lambda a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.0),
+    # CPU's kernels into at::empty_like(input): the input's strides, size-1 dims' included
+    "huber_loss": lambda a, b: F.huber_loss(a, b, reduction="none"),
+    "prelu": lambda a, b: F.prelu(a, _W.to(a.device)),
+    "binary_cross_entropy": lambda a, b: F.binary_cross_entropy(a.sigmoid(), b.sigmoid(), reduction="none"),
+    "hardtanh": lambda a, b: F.hardtanh(a), "nan_to_num": lambda a, b: torch.nan_to_num(a),
+    "threshold_backward": lambda a, b: torch.ops.aten.threshold_backward(b, a, 0.0),
+}
+OPERANDS = {
+    "size-1 dim strided": (_r(1, 2, 4).permute(1, 2, 0), _r(2, 4, 1, seed=1)),   # (4, 1, 8)
+    "mixed layouts": (_r(1, 2, 4).permute(1, 2, 0), _r(4, 2, 1, seed=1).transpose(0, 1)),
+    "transposed": (_r(5, 4).t(), _r(5, 4, seed=1).t()),
+    "channels_last": (_r(2, 3, 4, 5).contiguous(memory_format=torch.channels_last), _r(2, 3, 4, 5, seed=1)),
+    "sliced": (_r(6, 8)[::2, ::3], _r(3, 3, seed=1)),
+}
+
+
+@pytest.mark.parametrize("layout", list(OPERANDS))
+@pytest.mark.parametrize("op", list(ELEMENTWISE))
+def test_elementwise_result_strides_as_cpu(native, op, layout):
+    a, b = OPERANDS[layout]
+    fn = ELEMENTWISE[op]
+    _same(fn(a.to("neuron"), b.to("neuron")), fn(a, b), f"{op} on {layout} {a.stride()} {b.stride()}")
