@@ -11,6 +11,7 @@
 #include <ATen/native/im2col_shape_check.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_meta.h>
 #include <ATen/ops/max_pool2d_with_indices_meta.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 namespace torch_neuronx {
@@ -213,6 +214,40 @@ at::Tensor batch_norm_eval_in_layout(const at::Tensor& input, const std::optiona
       .to(input.scalar_type());
 }
 
+// The layouts of CPU's batch norm results (ATen's batch_norm_cpu and
+// batch_norm_backward_cpu_template, native/Normalization.cpp): where the operands are dense
+// (the input contiguous in some format, checked with is_contiguous), the format the input
+// is_contiguous in: not suggest_memory_format, which calls a channels_last input with
+// non-canonical strides on size-1 dims (an (N, L, C) sequence permuted to (N, C, L) and
+// unsqueezed) contiguous; else suggest_memory_format.
+bool dense_in_a_format(const at::Tensor& t) {
+  return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+         t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+}
+at::MemoryFormat bn_layout(const at::Tensor& input, bool dense) {
+  if (!dense) return input.suggest_memory_format();
+  return input.is_contiguous()                                     ? at::MemoryFormat::Contiguous
+         : input.is_contiguous(at::MemoryFormat::ChannelsLast3d) ? at::MemoryFormat::ChannelsLast3d
+                                                                   : at::MemoryFormat::ChannelsLast;
+}
+// The forward's output: dense means input, weight, bias and running statistics dense.
+at::MemoryFormat bn_result_format(const at::Tensor& input, std::initializer_list<const std::optional<at::Tensor>*> params) {
+  bool dense = dense_in_a_format(input);
+  for (auto* p : params) dense &= !*p || !(*p)->defined() || (*p)->is_contiguous();
+  return bn_layout(input, dense);
+}
+
+// `t` with the strides at::empty gives its shape in `fmt` (size-1 dims included), copied where
+// its own differ.
+at::Tensor with_format(const at::Tensor& t, at::MemoryFormat fmt) {
+  const c10::DimVector contiguous = c10::contiguous_strides(t.sizes());
+  const std::vector<int64_t> strides = fmt == at::MemoryFormat::ChannelsLast     ? c10::get_channels_last_strides_2d(t.sizes())
+                                       : fmt == at::MemoryFormat::ChannelsLast3d ? c10::get_channels_last_strides_3d(t.sizes())
+                                                                                 : std::vector<int64_t>(contiguous.begin(), contiguous.end());
+  if (t.strides() == at::IntArrayRef(strides)) return t;
+  return at::empty_strided(t.sizes(), strides, t.options()).copy_(t);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                                                          const std::optional<at::Tensor>& bias,
                                                          const std::optional<at::Tensor>& running_mean,
@@ -228,8 +263,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
     check_param(*t, pdt, C, name);
   TORCH_CHECK(training || (running_mean && running_mean->defined() && running_var && running_var->defined()),
               "running_mean and running_var must be defined in evaluation mode");
+  const at::MemoryFormat fmt = bn_result_format(input, {&weight, &bias, &running_mean, &running_var});
   if (!training && input.dim() >= 3 && input.suggest_memory_format() != at::MemoryFormat::Contiguous)
-    return {batch_norm_eval_in_layout(input, weight, bias, *running_mean, *running_var, eps),
+    return {with_format(batch_norm_eval_in_layout(input, weight, bias, *running_mean, *running_var, eps), fmt),
             at::empty({0}, input.options().dtype(static_cast<at::ScalarType>(pdt))),
             at::empty({0}, input.options().dtype(static_cast<at::ScalarType>(pdt)))};
   at::Tensor x = input.contiguous();
@@ -244,7 +280,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   // running statistics updated in a dense copy go back to the caller's tensors
   if (training && rm && !rm->is_same(*running_mean)) running_mean->copy_(*rm);
   if (training && rv && !rv->is_same(*running_var)) running_var->copy_(*rv);
-  return {in_layout_of(y, input), save_mean, save_invstd};
+  return {with_format(y, fmt), save_mean, save_invstd};
 }
 
 // The forms AOTAutograd and torch.func produce, as native_batch_norm with or without stats.
@@ -288,7 +324,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   check(vnc_batch_norm_backward(stream_of(x), "aten::native_batch_norm_backward", N, C, S, dt(x), element_ptr(dy), element_ptr(x),
                                 opt_ptr(w), opt_ptr(rm), opt_ptr(rv), opt_ptr(sm), opt_ptr(si), pdt, train, eps, dx.defined() ? element_ptr(dx) : nullptr,
                                 dw.defined() ? element_ptr(dw) : nullptr, db.defined() ? element_ptr(db) : nullptr));
-  return {dx.defined() ? in_layout_of(dx, input) : dx, dw, db};
+  // the backward's grad_input: dense means input and grad_out dense, in one suggested format
+  const bool dense = dense_in_a_format(input) && dense_in_a_format(grad_out) &&
+                     input.suggest_memory_format() == grad_out.suggest_memory_format();
+  return {dx.defined() ? with_format(dx, bn_layout(input, dense)) : dx, dw, db};
 }
 
 // SyncBatchNorm's ops (aten::batch_norm_stats, batch_norm_gather_stats[_with_counts],

@@ -343,7 +343,8 @@ using Threshold = Scalars<VNC_EW_threshold, kThreshold>;
 at::Tensor nx_prelu(const at::Tensor& self, const at::Tensor& weight) {
   record_native("aten::_prelu_kernel");
   check_same_device("aten::_prelu_kernel", self, {&weight});
-  return at::where(self.gt(0), self, weight * self);
+  at::Tensor out = at::empty_like(self);  // CPU's _prelu_kernel result
+  return at::where_out(out, self.gt(0), self, weight * self);
 }
 std::tuple<at::Tensor, at::Tensor> nx_prelu_backward(const at::Tensor& grad, const at::Tensor& self,
                                                      const at::Tensor& weight) {
@@ -538,7 +539,7 @@ at::Tensor& nx_relu_out_impl(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 at::Tensor nx_relu(const at::Tensor& self) {
-  at::Tensor out = at::empty_like(self);
+  at::Tensor out = empty_like_iter({self}, self.scalar_type());  // (CPU's clamp_min iterator)
   return nx_relu_out_impl(self, out);
 }
 at::Tensor& nx_relu_(at::Tensor& self) { return nx_relu_out_impl(self, self); }
@@ -762,7 +763,7 @@ at::Tensor& nx_isnan_out(const at::Tensor& self, at::Tensor& out) {
 }
 at::Tensor nx_isnan(const at::Tensor& self) {
   if (self.is_complex()) return at::logical_or(at::isnan(at::real(self)), at::isnan(at::imag(self)));
-  at::Tensor out = at::empty_like(self, self.options().dtype(at::kBool));
+  at::Tensor out = empty_like_iter({self}, at::kBool);  // (CPU's self != self iterator)
   return nx_isnan_out(self, out);
 }
 
@@ -850,7 +851,7 @@ at::Tensor& nx_round_decimals_out(const at::Tensor& self, int64_t decimals, at::
   return out.copy_(r);
 }
 at::Tensor nx_round_decimals(const at::Tensor& self, int64_t decimals) {
-  at::Tensor out = at::empty_like(self);
+  at::Tensor out = empty_like_iter({self}, self.scalar_type());
   return nx_round_decimals_out(self, decimals, out);
 }
 at::Tensor& nx_round_decimals_(at::Tensor& self, int64_t decimals) { return nx_round_decimals_out(self, decimals, self); }
@@ -858,10 +859,12 @@ at::Tensor& nx_round_decimals_(at::Tensor& self, int64_t decimals) { return nx_r
 // pow with a scalar base (2 ** t): the tensor-tensor kernel with the base as a host 0-dim
 // operand of the result dtype, as ATen composes it (a base of 1 gives ones). The base converts
 // as TensorIterator casts a wrapped number, unchecked: 300 is 44 in uint8, 1e10 inf in float16.
+// The result is contiguous whatever the exponent's layout, as ATen's pow.Scalar meta allocates it.
 at::Tensor nx_pow_scalar_base(const at::Scalar& base, const at::Tensor& exponent) {
   const at::ScalarType dt = at::result_type(base, exponent);
-  if (base.equal(1)) return at::ones_like(exponent, exponent.options().dtype(dt));
-  return at::pow(c10::scalar_to_tensor(base).to(dt), exponent);
+  at::Tensor out = at::empty(exponent.sizes(), exponent.options().dtype(dt));
+  if (base.equal(1)) return out.fill_(1);
+  return at::pow_out(out, c10::scalar_to_tensor(base).to(dt), exponent);
 }
 
 // sgn: sign for real dtypes; complex inputs (z / |z|) take the visible CPU fallback.

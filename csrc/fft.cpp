@@ -2,14 +2,17 @@
 // functional and out=. A transform over several dims is a sequence of 1-D runtime transforms
 // (vnc/fft.h): r2c on the last listed dim then c2c on the others; c2r after c2c on all but the
 // last. Normalization (0 none, 1 1/sqrt(n), 2 1/n with n the product of the signal sizes, as
-// ATen's fft_norm_mode) is applied by the last transform.
+// ATen's fft_norm_mode) is applied by the last transform. Results are laid out as CPU's
+// (MKL) kernels lay them out (fft_layout).
 #include "neuron.h"
 #include "gate.h"
 
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace torch_neuronx {
 namespace {
@@ -27,6 +30,42 @@ std::vector<int64_t> wrap_dims(const at::Tensor& t, at::IntArrayRef dims) {
   std::vector<int64_t> out;
   for (int64_t d : dims) out.push_back(at::maybe_wrap_dim(d, t.dim()));
   return out;
+}
+
+// CPU's result layout, from ATen's _exec_fft (aten/src/ATen/native/mkl/SpectralOps.cpp): the
+// batch (untransformed) dims outermost, ordered by the input's strides, largest first, then
+// the transformed dims, dense, in the order `dims` lists them. std::partition and std::sort
+// are the calls _exec_fft makes, so dims of equal input strides (size-1 dims) end up in the
+// same order as on CPU (neither is stable; tests/test_fft.py compares every layout with CPU).
+std::vector<int64_t> fft_layout(at::IntArrayRef in_strides, at::IntArrayRef out_sizes, at::IntArrayRef dims) {
+  const int64_t ndim = static_cast<int64_t>(out_sizes.size());
+  std::vector<int64_t> perm(ndim);
+  std::iota(perm.begin(), perm.end(), int64_t{0});
+  std::vector<bool> transformed(ndim, false);
+  for (int64_t d : dims) transformed[d] = true;
+  const auto batch_end = std::partition(perm.begin(), perm.end(), [&](int64_t d) { return !transformed[d]; });
+  std::sort(perm.begin(), batch_end, [&](int64_t a, int64_t b) { return in_strides[a] > in_strides[b]; });
+  std::vector<int64_t> strides(ndim);
+  int64_t step = 1;  // the dense signal block: transformed dims, the last innermost
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[dims[i]] = step;
+    step *= std::max<int64_t>(out_sizes[dims[i]], 1);
+  }
+  for (auto it = batch_end; it != perm.begin();) {  // batch dims, the last listed innermost
+    --it;
+    strides[*it] = step;
+    step *= out_sizes[*it];
+  }
+  return strides;
+}
+
+// The order CPU runs (and lays out) the transformed dims in (ATen's _sort_dims): by the
+// input's strides, largest first; a one-sided transform keeps its halved dim last.
+std::vector<int64_t> sorted_dims(at::IntArrayRef in_strides, at::IntArrayRef dims, bool keep_last) {
+  std::vector<int64_t> sorted(dims.begin(), dims.end());
+  std::sort(sorted.begin(), sorted.end() - (keep_last ? 1 : 0),
+            [&](int64_t a, int64_t b) { return in_strides[a] > in_strides[b]; });
+  return sorted;
 }
 
 void c2c_steps(const char* name, at::Tensor& buf, at::IntArrayRef dims, int sign, double last_scale) {
@@ -55,7 +94,8 @@ at::Tensor fft_r2c(const at::Tensor& self, at::IntArrayRef dim_, int64_t normali
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   const int64_t last = dims.back();
   if (onesided) shape[last] = self.size(last) / 2 + 1;
-  at::Tensor out = at::empty(shape, self.options().dtype(c10::toComplexType(self.scalar_type())));
+  at::Tensor out = at::empty_strided(shape, fft_layout(self.strides(), shape, sorted_dims(self.strides(), dims, true)),
+                                     self.options().dtype(c10::toComplexType(self.scalar_type())));
   if (out.numel() == 0) return out;
   const double scale = norm_scale(normalization, self, dims);
   vnc_tensor x = to_vnc(self), o = to_vnc(out);
@@ -78,7 +118,14 @@ at::Tensor fft_c2r(const at::Tensor& self, at::IntArrayRef dim_, int64_t normali
               " input entries along dim ", last, " for ", last_dim_size, " outputs, got ", self.size(last));
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   shape[last] = last_dim_size;
-  at::Tensor out = at::empty(shape, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+  // CPU runs a c2c over the other dims first, then a c2r laid out from that intermediate's layout
+  std::vector<int64_t> in_strides(self.strides().begin(), self.strides().end());
+  if (dims.size() > 1) {
+    const auto c2c_dims = at::IntArrayRef(dims).slice(0, dims.size() - 1);
+    in_strides = fft_layout(self.strides(), self.sizes(), sorted_dims(self.strides(), c2c_dims, false));
+  }
+  at::Tensor out = at::empty_strided(shape, fft_layout(in_strides, shape, {last}),
+                                     self.options().dtype(c10::toRealValueType(self.scalar_type())));
   if (out.numel() == 0) return out;
   const double scale = norm_scale(normalization, out, dims);
   at::Tensor buf = self;
@@ -97,9 +144,10 @@ at::Tensor fft_c2c(const at::Tensor& self, c10::SymIntArrayRef dim_sym, int64_t 
   check_input(name, self, true);
   record_native(name);
   const auto dims = wrap_dims(self, C10_AS_INTARRAYREF_SLOW(dim_sym));
-  at::Tensor out = at::empty(self.sizes(), self.options());
+  if (dims.empty()) return self.clone();  // as CPU: a copy in the input's layout
+  at::Tensor out = at::empty_strided(self.sizes(), fft_layout(self.strides(), self.sizes(), sorted_dims(self.strides(), dims, false)),
+                                     self.options());
   if (out.numel() == 0) return out;
-  if (dims.empty()) return out.copy_(self);
   const double scale = norm_scale(normalization, self, dims);
   const int sign = forward ? -1 : 1;
   vnc_tensor x = to_vnc(self), o = to_vnc(out);
@@ -109,8 +157,8 @@ at::Tensor fft_c2c(const at::Tensor& self, c10::SymIntArrayRef dim_sym, int64_t 
   return out;
 }
 
+// The result into an out= tensor, as CPU's _fft_*_mkl_out (resized to contiguous when its shape differs).
 at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
-  check_same_device("aten::_fft", r, {&out});
   TORCH_CHECK(out.scalar_type() == r.scalar_type(), "fft: expected out of dtype ", r.scalar_type(), ", got ",
               out.scalar_type());
   at::native::resize_output(out, r.sizes());
@@ -118,14 +166,17 @@ at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
 }
 
 at::Tensor& fft_r2c_out(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided, at::Tensor& out) {
+  check_same_device("aten::_fft_r2c", out, {&self});  // before the kernel's device guard
   return into(fft_r2c(self, dim, normalization, onesided), out);
 }
 at::Tensor& fft_c2r_out(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size,
                         at::Tensor& out) {
+  check_same_device("aten::_fft_c2r", out, {&self});  // before the kernel's device guard
   return into(fft_c2r(self, dim, normalization, std::move(last_dim_size)), out);
 }
 at::Tensor& fft_c2c_out(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t normalization, bool forward,
                         at::Tensor& out) {
+  check_same_device("aten::_fft_c2c", out, {&self});  // before the kernel's device guard
   return into(fft_c2c(self, dim, normalization, forward), out);
 }
 

@@ -66,6 +66,18 @@ void check_same_device(const char* op, const at::Tensor& ref, std::initializer_l
 // internal overlap, sharing no memory with self or `index` (the index or mask tensor).
 void check_select_out(const char* op, const at::Tensor& self, const at::Tensor& index, const at::Tensor& out);
 
+// A result of dtype `dtype` for an elementwise op over `inputs` (one shape), laid out as CPU's
+// TensorIterator lays out its output: contiguous where every input is_contiguous, channels_last
+// where every one is channels_last (both ignoring the strides of size-1 dims, which
+// at::empty_like copies: (2, 4, 1) with strides (4, 1, 8) gives (4, 1, 1)), the inputs' strides
+// where they are dense and equal, else the inputs' dim order. For the hand-written kernels
+// whose CPU counterparts allocate through a TensorIterator (relu, isnan, the losses).
+at::Tensor empty_like_iter(std::initializer_list<at::Tensor> inputs, at::ScalarType dtype);
+
+// `r` laid out as `dst` (same shape): r itself where their strides agree, else dst with r
+// copied into it. For composite kernels whose last op's layout differs from CPU's result's.
+at::Tensor laid_out_as(const at::Tensor& r, const at::Tensor& dst);
+
 // `t` without its repeated elements: each expanded dim (stride 0, size > 1) narrowed to one.
 at::Tensor distinct_elements(const at::Tensor& t);
 

@@ -737,7 +737,9 @@ at::Tensor nx_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t
   check_loss_inputs("aten::mse_loss", self, target);
   record_native("aten::mse_loss");
   const at::Tensor d = at::sub(self, target);
-  return reduce_loss(at::mul(d, d), reduction);
+  if (reduction != at::Reduction::None) return reduce_loss(at::mul(d, d), reduction);
+  at::Tensor out = empty_like_iter({self, target}, d.scalar_type());  // CPU's (input, target) iterator
+  return at::mul_out(out, d, d);
 }
 at::Tensor& nx_mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
   return result_into("aten::mse_loss.out", nx_mse_loss(self, target, reduction), out);
@@ -758,8 +760,9 @@ at::Tensor nx_smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, i
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
   record_native("aten::smooth_l1_loss");
   const at::Tensor z = at::abs(at::sub(self, target));
-  if (beta == 0) return reduce_loss(z, reduction);
-  return reduce_loss(at::where(z < beta, at::div(at::mul(at::mul(z, 0.5), z), beta), at::sub(z, 0.5 * beta)), reduction);
+  const at::Tensor l = beta == 0 ? z : at::where(z < beta, at::div(at::mul(at::mul(z, 0.5), z), beta), at::sub(z, 0.5 * beta));
+  if (reduction != at::Reduction::None) return reduce_loss(l, reduction);
+  return laid_out_as(l, empty_like_iter({self, target}, l.scalar_type()));  // CPU's (input, target) iterator
 }
 at::Tensor& nx_smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
                                at::Tensor& out) {
@@ -780,8 +783,9 @@ at::Tensor nx_huber_loss(const at::Tensor& self, const at::Tensor& target, int64
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
   record_native("aten::huber_loss");
   const at::Tensor z = at::abs(at::sub(self, target));
-  return reduce_loss(at::where(z < delta, at::mul(at::mul(z, 0.5), z), at::mul(at::sub(z, 0.5 * delta), delta)),
-                     reduction);
+  const at::Tensor l = at::where(z < delta, at::mul(at::mul(z, 0.5), z), at::mul(at::sub(z, 0.5 * delta), delta));
+  if (reduction != at::Reduction::None) return reduce_loss(l, reduction);
+  return laid_out_as(l, at::empty_like(self));  // CPU's loss = empty_like(input)
 }
 at::Tensor& nx_huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
                            at::Tensor& out) {
@@ -812,7 +816,8 @@ at::Tensor nx_binary_cross_entropy(const at::Tensor& self, const at::Tensor& tar
   at::Tensor l = at::sub(at::mul(at::sub(target, 1), at::clamp_min(at::log1p(at::neg(self)), -100)),
                          at::mul(target, at::clamp_min(at::log(self), -100)));
   if (weight && weight->defined()) l = at::mul(l, *weight);
-  return reduce_loss(l, reduction);
+  if (reduction != at::Reduction::None) return reduce_loss(l, reduction);
+  return laid_out_as(l, at::empty_like(self));  // CPU's loss = empty_like(input)
 }
 at::Tensor nx_binary_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                             const std::optional<at::Tensor>& weight, int64_t reduction) {

@@ -7,6 +7,7 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/Resize.h>
@@ -942,10 +943,19 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (os[k].device().type() != kNeuron) continue;
       // An expanded tensor the kernel wrote without resizing: its distinct elements.
       const at::Tensor od = distinct_elements(os[k]), hd = distinct_elements(hs[k]);
-      if (od.dim() && hs[k].sizes() == os[k].sizes() && hd.sizes() == od.sizes() && od.numel() < os[k].numel())
+      if (od.dim() && hs[k].sizes() == os[k].sizes() && hd.sizes() == od.sizes() && od.numel() < os[k].numel()) {
         od.copy_(round_f64(hd, name.c_str()));
-      else
-        at::_copy_from_and_resize(round_f64(hs[k], name.c_str()), os[k]);
+      } else {
+        // A tensor the kernel resized takes the layout CPU's kernel gave it (its result's: a
+        // transposed input's digamma into an empty out= is transposed too), where that is a
+        // dense order; _copy_from_and_resize alone would make it contiguous.
+        const at::Tensor h = round_f64(hs[k], name.c_str());
+        if (h.sizes() != os[k].sizes() && h.is_non_overlapping_and_dense()) {
+          os[k].resize_(h.sizes());
+          os[k].as_strided_(h.sizes(), h.strides());
+        }
+        at::_copy_from_and_resize(h, os[k]);
+      }
     }
   }
   const auto& rets = schema.returns();
@@ -976,6 +986,17 @@ void check_same_device(const char* op, const at::Tensor& ref, std::initializer_l
     TORCH_CHECK(!t->defined() || t->device() == ref.device(),
                 "Expected all tensors to be on the same device, but found at least two devices, ", ref.device(), " and ",
                 t->device(), "! (in ", op, ")");
+}
+
+at::Tensor empty_like_iter(std::initializer_list<at::Tensor> inputs, at::ScalarType dtype) {
+  at::TensorIteratorConfig config;
+  config.check_all_same_dtype(false).declare_static_dtype(dtype).add_owned_output(at::Tensor());
+  for (const at::Tensor& t : inputs) config.add_const_input(t);
+  return config.build().output();  // (the iterator allocates it, on the inputs' device)
+}
+
+at::Tensor laid_out_as(const at::Tensor& r, const at::Tensor& dst) {
+  return r.strides() == dst.strides() ? r : dst.copy_(r);
 }
 
 at::Tensor distinct_elements(const at::Tensor& t) {

@@ -1,5 +1,7 @@
 """The visible CPU fallback: tracking, warnings, out= and in-place semantics, devices,
 strict mode, float64 rule; and that no view op can reach it."""
+import contextlib
+
 import pytest
 import torch
 
@@ -78,6 +80,33 @@ def test_inplace_and_out_variants_write_the_device_tensor(neuron):
     base = torch.ones(3, 4, device=neuron)
     torch.ops.neuron_test.scale_(base.t()[1:], 5.0)
     assert base.cpu()[:, 1:].sum().item() == 45.0 and base.cpu()[:, 0].sum().item() == 3.0
+
+
+def test_resized_out_takes_the_layout_cpu_gives_it(neuron):
+    # CPU's kernel resizes an out= tensor to its result's layout (a transposed input's digamma
+    # is transposed, a channels_last one channels_last); the write-back keeps those strides.
+    # torch.complex / torch.polar reach complex.out / polar.out through an empty out= tensor.
+    x = torch.randn(5, 4).t()
+    c = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    sliced = torch.randn(6, 8)[::2, ::2]
+    torch_neuronx.clear_op_tracking()
+    for name, fn in [
+        ("digamma", lambda t: torch.digamma(t, out=torch.empty(0, device=t.device))),
+        ("digamma wrong shape", lambda t: torch.digamma(t, out=torch.empty(3, device=t.device))),
+        ("complex", lambda t: torch.complex(t, t)),
+        ("polar", lambda t: torch.polar(t.abs(), t)),
+    ]:
+        for t in (x, c, sliced):
+            with pytest.warns(UserWarning, match="resized") if name == "digamma wrong shape" else contextlib.nullcontext():
+                expected, actual = fn(t), fn(t.to(neuron))
+            assert actual.stride() == expected.stride(), (name, t.stride())
+            torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+    assert {"aten::digamma", "aten::complex", "aten::polar"} <= set(torch_neuronx.get_fallback_ops())
+    # an out= of the right shape keeps its own strides
+    o = torch.empty(5, 4, device=neuron).t()
+    torch.digamma(x.contiguous().to(neuron), out=o)
+    assert o.stride() == (1, 4)
+    torch.testing.assert_close(o.cpu(), torch.digamma(x))
 
 
 def test_composite_kernels_that_refuse_other_devices_take_the_fallback(neuron):
