@@ -104,6 +104,9 @@ at::Tensor index(const at::Tensor& self, const IndexList& indices) {
 
 at::Tensor& index_put_impl_(at::Tensor& self, const IndexList& indices, const at::Tensor& values, bool accumulate,
                             bool unsafe) {
+  // CPU's kernel refuses an empty index list with a RuntimeError (an internal assert or a shape
+  // mismatch); index's IndexError would come from the meta below.
+  TORCH_CHECK(!indices.empty(), "index_put_: at least one index must be provided");
   TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", indices.size(), ")");
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes)

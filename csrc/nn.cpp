@@ -330,7 +330,8 @@ at::Tensor nx_multi_margin_loss(const at::Tensor& self, const at::Tensor& target
   if (p.toLong() == 2) h = h * h;
   if (weight && weight->defined()) h = h * weight->index_select(0, m.t.view({-1})).unsqueeze(1);
   at::Tensor per_sample = h.sum(1) / static_cast<double>(m.C);
-  if (self.dim() <= 1 && reduction == at::Reduction::None) per_sample = per_sample.squeeze(0);
+  // CPU's per-sample shape is the target's: (1,) for a 1-D input with a (1,) target, () for a 0-dim one
+  if (self.dim() <= 1 && target.dim() == 0 && reduction == at::Reduction::None) per_sample = per_sample.squeeze(0);
   return reduce_loss(per_sample, reduction);
 }
 

@@ -9,6 +9,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/ResizeCommon.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
@@ -202,14 +203,23 @@ void check_empty_args(std::optional<c10::Layout> layout, std::optional<bool> pin
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "only CPU tensors can be pinned");
 }
 
+// torch.utils.deterministic.fill_uninitialized_memory with deterministic algorithms: new memory of
+// empty/empty_strided, and what resize_ adds to a storage, holds NaN (integers: their maximum), as
+// ATen's CPU and CUDA factories fill it.
+bool fill_uninitialized() {
+  return at::globalContext().deterministicAlgorithms() && at::globalContext().deterministicFillUninitializedMemory();
+}
+
 at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                                std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   check_empty_args(layout, pin_memory);
   c10::DeviceGuard guard(c10::Device(kNeuron, index_of(c10::device_or_default(device))));
-  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), c10::GetAllocator(kNeuron),
-                                   kNeuronKeys, c10::dtype_or_default(dtype), memory_format);
+  at::Tensor t = at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), c10::GetAllocator(kNeuron), kNeuronKeys,
+                                           c10::dtype_or_default(dtype), memory_format);
+  if (fill_uninitialized()) at::native::fill_empty_deterministic_(t);
+  return t;
 }
 
 at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
@@ -217,9 +227,10 @@ at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   check_empty_args(layout, pin_memory);
   c10::DeviceGuard guard(c10::Device(kNeuron, index_of(c10::device_or_default(device))));
-  return at::detail::empty_strided_generic(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
-                                           c10::GetAllocator(kNeuron), kNeuronKeys,
-                                           c10::dtype_or_default(dtype));
+  at::Tensor t = at::detail::empty_strided_generic(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+                                                   c10::GetAllocator(kNeuron), kNeuronKeys, c10::dtype_or_default(dtype));
+  if (fill_uninitialized()) at::native::fill_empty_deterministic_(t);
+  return t;
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
@@ -281,7 +292,9 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
   if (self.sizes() != sizes) impl->set_sizes_contiguous(sizes);
   if (memory_format && *memory_format != c10::MemoryFormat::Preserve)
     impl->empty_tensor_restride(*memory_format);
+  const int64_t old_nbytes = static_cast<int64_t>(self.storage().nbytes());
   ensure_storage(self);
+  if (fill_uninitialized()) at::native::fill_resize_deterministic_(self, old_nbytes);
   return self;
 }
 

@@ -139,6 +139,14 @@ def test_argument_checks_of_native_kernels_as_cpu(native):
             f(native)
 
 
+def test_index_put_without_indices_is_a_runtime_error_as_cpu(native):
+    """CPU refuses an empty index list with a RuntimeError (PyTorch's test_index_put_accumulate_empty)."""
+    for accumulate in (True, False):
+        for device in ("cpu", native):
+            with pytest.raises(RuntimeError):
+                torch.rand([], device=device).index_put([], torch.tensor([1.0], device=device), accumulate)
+
+
 def test_bernoulli_out_draws_from_the_neuron_generator(native):
     """torch.bernoulli(p, out=o) draws what torch.bernoulli(p) draws under the same seed (it ran
     through the CPU fallback on CPU's generator)."""

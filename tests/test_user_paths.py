@@ -817,3 +817,58 @@ def test_16bit_ops_read_python_numbers_as_cpu(native, dtype):
     compiled = torch.compile(f, backend="neuron")(x.to("neuron"), y.to("neuron"))
     for w, e, c in zip(want, eager, compiled):
         assert torch.equal(e.cpu(), w) and torch.equal(c.cpu(), w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.int64, torch.uint8, torch.bool])
+def test_deterministic_fill_of_uninitialized_memory_as_cpu(native, dtype):
+    """torch.use_deterministic_algorithms + torch.utils.deterministic.fill_uninitialized_memory:
+    new memory from empty/empty_strided/empty_like and what resize_ adds holds CPU's values
+    (NaN, an integer dtype's maximum, True)."""
+    before = (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        def made(device):
+            grown = torch.zeros(3, dtype=dtype, device=device)
+            grown.resize_(7)
+            return [torch.empty(4, dtype=dtype, device=device), torch.empty_strided((2, 3), (1, 2), dtype=dtype, device=device),
+                    torch.empty_like(grown), grown]
+        for got, want in zip(made(native), made("cpu")):
+            assert got.stride() == want.stride()
+            torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=0, atol=0)
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.utils.deterministic.fill_uninitialized_memory = before[1]
+
+
+@pytest.mark.parametrize("target", [[2], 2], ids=["target_1d", "target_0d"])
+def test_multi_margin_loss_per_sample_shape_as_cpu(native, target):
+    """A 1-D input's unreduced loss has the target's shape: (1,) for a (1,) target, () for a 0-dim one."""
+    x, t = _x(5), torch.tensor(target)
+    want = F.multi_margin_loss(x.requires_grad_(), t, reduction="none")
+    xn = x.detach().to("neuron").requires_grad_()
+    got = F.multi_margin_loss(xn, t.to("neuron"), reduction="none")
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want.detach())
+    (g_want,) = torch.autograd.grad(want.sum(), x)
+    (g_got,) = torch.autograd.grad(got.sum(), xn)
+    torch.testing.assert_close(g_got.cpu(), g_want)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_one_element_operands_of_16bit_ops_cast_as_cpu(native, dtype):
+    """A float32 (or int64) 0-dim tensor on the device beside a 16-bit tensor is cast to the
+    16-bit common dtype first, as CPU's TensorIterator casts inputs (1.5001 is 1.5 in bfloat16:
+    x == y holds where x is 1.5), except the second operand of mul and div, which CPU's kernels
+    read unrounded. Bit-exact against CPU, both operand orders."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(4000, generator=g) * 3).to(dtype)
+    x[:8] = 1.5
+    ops = [torch.add, torch.sub, torch.mul, torch.div, torch.eq, torch.lt, torch.ge, torch.pow, torch.fmod]
+    for y in (torch.tensor(1.5001), torch.tensor(-0.3337), torch.tensor(257)):
+        for f in ops:
+            for a, b in ((x, y), (y, x)):
+                want = f(a, b)
+                got = f(a.to("neuron"), b.to("neuron"))
+                assert got.dtype == want.dtype
+                torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)

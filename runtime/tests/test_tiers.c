@@ -402,6 +402,25 @@ static void accuracy(void) {
   CHECK(max_ulp(vnc_tanhf, tanh, -10.0f, 10.0f, 200000) <= 3.0);
   CHECK(max_ulp(vnc_tanhf, tanh, -0.7f, 0.7f, 200000) <= 3.0);
   CHECK(max_ulp(f_sigmoid, ref_sigmoid, -80.0f, 30.0f, 200000) <= 4.0);
+  /* sin/cos/tan: the whole reduced range, short arguments, and the floats next to multiples of
+   * pi/2 up to it (where the reduction cancels the most) */
+  CHECK(max_ulp(vnc_sinf, sin, -VNC_TRIG_REDUCED_MAX, VNC_TRIG_REDUCED_MAX, 2000000) <= 2.0);
+  CHECK(max_ulp(vnc_cosf, cos, -VNC_TRIG_REDUCED_MAX, VNC_TRIG_REDUCED_MAX, 2000000) <= 2.0);
+  CHECK(max_ulp(vnc_tanf, tan, -VNC_TRIG_REDUCED_MAX, VNC_TRIG_REDUCED_MAX, 2000000) <= 3.5);
+  CHECK(max_ulp(vnc_sinf, sin, -4.0f, 4.0f, 200000) <= 2.0 && max_ulp(vnc_cosf, cos, -4.0f, 4.0f, 200000) <= 2.0);
+  double near = 0;
+  for (int k = 1; k < 1335000; k += 7) { /* multiples up to VNC_TRIG_REDUCED_MAX */
+    float x = (float)(k * 1.5707963267948966);
+    for (int s = 0; s < 6; s++, x = nextafterf(x, INFINITY)) {
+      const float fs[3] = {vnc_sinf(x), vnc_cosf(x), vnc_tanf(x)};
+      const double want[3] = {sin((double)x), cos((double)x), tan((double)x)};
+      for (int f = 0; f < 3; f++) {
+        const double e = fabs((double)fs[f] - want[f]) / ldexp(1.0, ilogb((float)want[f]) - 23) / (f == 2 ? 1.75 : 1.0);
+        if (e > near) near = e;
+      }
+    }
+  }
+  CHECK(near <= 2.0);
   /* special values as libm */
   CHECK(vnc_expf(-INFINITY) == 0.0f && vnc_expf(INFINITY) == INFINITY && isnan(vnc_expf(NAN)));
   CHECK(vnc_expf(-104.0f) == 0.0f && vnc_expf(89.0f) == INFINITY && vnc_expf(-100.0f) > 0.0f);
@@ -413,6 +432,9 @@ static void accuracy(void) {
   CHECK(signbit(vnc_log1pf(-0.0f)) && vnc_log1pf(1e-30f) == 1e-30f);
   CHECK(vnc_tanhf(INFINITY) == 1.0f && vnc_tanhf(-INFINITY) == -1.0f && signbit(vnc_tanhf(-0.0f)));
   CHECK(isnan(vnc_tanhf(NAN)) && isnan(vnc_logf(NAN)) && isnan(vnc_log1pf(NAN)) && isnan(vnc_expm1f(NAN)));
+  CHECK(signbit(vnc_sinf(-0.0f)) && signbit(vnc_tanf(-0.0f)) && vnc_cosf(-0.0f) == 1.0f);
+  CHECK(isnan(vnc_sinf(INFINITY)) && isnan(vnc_cosf(-INFINITY)) && isnan(vnc_tanf(NAN)) && isnan(vnc_sinf(NAN)));
+  CHECK(vnc_sinf(3e6f) == sinf(3e6f) && vnc_cosf(-3e9f) == cosf(-3e9f)); /* libm beyond the reduced range */
 }
 
 /* vnc_fmaf against libm's fmaf (correctly rounded, C11 7.12.13.1) bit for bit: specials, then

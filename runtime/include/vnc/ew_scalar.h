@@ -193,6 +193,51 @@ static inline float vnc_log1pf(float x) {
   return x != x ? x : r;
 }
 
+/* sin, cos and tan of float32 arguments up to VNC_TRIG_REDUCED_MAX in magnitude: |x| less the
+ * nearest even multiple j of pi/4, r = |x| - j pi/4 in [-pi/4, pi/4], computed in double
+ * (Cody-Waite: pi/4 as a 31-bit head, whose product with j < 2^22 is exact, and a double tail;
+ * the subtraction is exact by Sterbenz's lemma), rounded to float, then Cephes' single-precision
+ * polynomials for sin and cos on [-pi/4, pi/4] (S. L. Moshier, Cephes Math Library, sinf.c) and
+ * the quadrant j / 2. Within 1.6 ulp of the exact values (tan: 3.5 ulp) over that range
+ * (runtime/tests/test_tiers.c checks against double libm); libm's sinf/cosf/tanf beyond it,
+ * and for inf and NaN. No FMA: every tier computes the same bits. */
+#define VNC_TRIG_REDUCED_MAX 2097152.0f /* 2^21 */
+static inline int vnc_trig_reduced_ok(float x) { return fabsf(x) <= VNC_TRIG_REDUCED_MAX; }
+static inline float vnc_sin_poly(float r, float z) { /* z = r * r */
+  return r + r * z * ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f);
+}
+static inline float vnc_cos_poly(float z) {
+  return z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) - 0.5f * z + 1.0f;
+}
+/* r for |x| (returned) and the quadrant count j / 2 (in *q). */
+static inline float vnc_trig_reduce(float x, int32_t *q) {
+  const double xd = fabs((double)x);
+  int32_t j = (int32_t)(xd * 0x1.45f306dc9c883p+0); /* 4 / pi */
+  j += j & 1;
+  const double yd = (double)j;
+  *q = j >> 1;
+  return (float)((xd - yd * 0x1.921fb54400000p-1) - yd * 0x1.0b4611a626331p-35);
+}
+/* sin(x), cos(x) or tan(x) for |x| <= VNC_TRIG_REDUCED_MAX (or no NaN/inf): which = 0, 1, 2. */
+static inline float vnc_trig_reduced(float x, int which) {
+  int32_t q;
+  const float r = vnc_trig_reduce(x, &q), z = r * r, s = vnc_sin_poly(r, z), c = vnc_cos_poly(z);
+  if (which == 2) { /* tan(r + q pi/2): s / c, or -c / s for odd q; odd in x */
+    const float t = (q & 1) ? -c / s : s / c;
+    return vnc_bits_f(vnc_f_bits(t) ^ (vnc_f_bits(x) & (int32_t)0x80000000));
+  }
+  q += which; /* cos(x) = sin(|x| + pi/2) */
+  float v = (q & 1) ? c : s;
+  v = (q & 2) ? -v : v;
+  return which ? v : vnc_bits_f(vnc_f_bits(v) ^ (vnc_f_bits(x) & (int32_t)0x80000000)); /* sin is odd, -0 kept */
+}
+static inline float vnc_sinf_reduced(float x) { return vnc_trig_reduced(x, 0); }
+static inline float vnc_cosf_reduced(float x) { return vnc_trig_reduced(x, 1); }
+static inline float vnc_tanf_reduced(float x) { return vnc_trig_reduced(x, 2); }
+static inline float vnc_sinf(float x) { return vnc_trig_reduced_ok(x) ? vnc_sinf_reduced(x) : sinf(x); }
+static inline float vnc_cosf(float x) { return vnc_trig_reduced_ok(x) ? vnc_cosf_reduced(x) : cosf(x); }
+static inline float vnc_tanf(float x) { return vnc_trig_reduced_ok(x) ? vnc_tanf_reduced(x) : tanf(x); }
+
 /* tanh(x): Cephes' tanhf (S. L. Moshier): below |x| = 0.625 the odd polynomial
  * x + x^3 P(x^2), above 1 - 2 / (exp(2|x|) + 1) with the sign of x. About 2 ulp. From
  * |x| = 10 on, 2 / (exp(2|x|) + 1) < 4.2e-9 is under half an ulp below 1, so the result is
@@ -304,7 +349,10 @@ static inline int vnc_logf_normal_ok(float v) { return v >= 1.17549435e-38f && v
   X(silu, 1, vnc_expf_bounded_ok(-a), vnc_silu_e(a, vnc_expf_bounded(-a))) \
   X(silu_backward, 2, vnc_expf_bounded_ok(-b), vnc_silu_grad_e(a, b, vnc_expf_bounded(-b))) \
   X(gelu_backward, 2, vnc_expf_bounded_ok(vnc_gelu_exp_arg(b)), vnc_gelu_grad_e(a, b, vnc_expf_bounded(vnc_gelu_exp_arg(b)))) \
-  X(log, 1, vnc_logf_normal_ok(a), vnc_logf_normal(a))
+  X(log, 1, vnc_logf_normal_ok(a), vnc_logf_normal(a)) \
+  X(sin, 1, vnc_trig_reduced_ok(a), vnc_sinf_reduced(a)) \
+  X(cos, 1, vnc_trig_reduced_ok(a), vnc_cosf_reduced(a)) \
+  X(tan, 1, vnc_trig_reduced_ok(a), vnc_tanf_reduced(a))
 /* clang-format on */
 /* Python-style remainder: the result takes the divisor's sign (ATen remainder). */
 static inline float vnc_f_remainder(float a, float b) {

@@ -89,9 +89,9 @@ typedef struct vnc_ew_na {
   X(pow_inv_sq, 1, S, 1.0f / (a * a), VNC_NA, VNC_NA, VNC_NA) \
   X(rsqrt, 1, S, 1.0f / sqrtf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(reciprocal, 1, S, 1.0f / a, VNC_NA, VNC_NA, VNC_NA) \
-  X(sin, 1, S, sinf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(cos, 1, S, cosf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(tan, 1, S, tanf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(sin, 1, S, vnc_sinf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(cos, 1, S, vnc_cosf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(tan, 1, S, vnc_tanf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(asin, 1, S, asinf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(acos, 1, S, acosf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(atan, 1, S, atanf(a), VNC_NA, VNC_NA, VNC_NA) \

@@ -77,7 +77,11 @@ typedef struct ew_plan {
   int32_t compute_dtype; /* dtype of the class's C type */
   int32_t result_dtype;
   int32_t round_dtype;   /* nonzero: a 16-bit compute dtype the result is rounded to before an output of another dtype */
+  int32_t in_dtype16;    /* nonzero: the 16-bit compute dtype inputs of round_in pass through */
   uint32_t direct;       /* bit k: operand k already has the type the kernel reads/writes */
+  uint32_t round_in;     /* bit k: input k is cast to the 16-bit compute dtype first, as TensorIterator
+                          * casts every input to the common dtype (a float32 0-dim tensor beside a
+                          * bfloat16 one is rounded to bfloat16), then widened to the class type */
 } ew_plan;
 
 typedef struct ew_task {
@@ -88,6 +92,30 @@ typedef struct ew_task {
   _Alignas(16) vnc_scalar_bytes scalars[VNC_ITER_MAX_OPERANDS]; /* read in place as any dtype */
   int fault;
 } ew_task;
+
+/* ATen's CPU mul and div kernels (true, trunc, floor) read a one-element second operand of a
+ * 16-bit op unrounded, in float (iter.original_scalar_value<opmath_t>(2)); the other kernels
+ * cast it to the 16-bit common dtype as every other input. */
+static int keeps_scalar_divisor(vnc_ew_op op, const vnc_iter *it) {
+  if (op != VNC_EW_mul && op != VNC_EW_div && op != VNC_EW_div_trunc && op != VNC_EW_div_floor) return 0;
+  for (int d = 0; d < it->ndim; d++)
+    if (it->strides[2][d] != 0 && it->shape[d] != 1) return 0;
+  return 1;
+}
+
+/* m elements of input k (dtype dt, stride sst) into dst in the compute type. */
+static void load_input(const ew_plan *pl, int k, int32_t dt, char *dst, char *src, int64_t sst, int64_t m) {
+  const int64_t cs = (int64_t)vnc_dtype_size(pl->compute_dtype);
+  if ((pl->round_in >> k) & 1) {
+    _Alignas(64) unsigned char half[CHUNK * 2];
+    char *a[2] = {(char *)half, src}, *b[2] = {dst, (char *)half};
+    vnc_copy_loop(pl->in_dtype16, dt)(NULL, a, (const int64_t[]){2, sst}, m, 0);
+    vnc_copy_loop(pl->compute_dtype, pl->in_dtype16)(NULL, b, (const int64_t[]){cs, 2}, m, 0);
+    return;
+  }
+  char *ptrs[2] = {dst, src};
+  vnc_copy_loop(pl->compute_dtype, dt)(NULL, ptrs, (const int64_t[]){cs, sst}, m, 0);
+}
 
 static void ew_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {
   (void)index;
@@ -113,9 +141,7 @@ static void ew_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_
   uint32_t constant = 0;
   for (int k = 1; k < nops; k++) {
     if (st[k] != 0 || (((pl->direct >> k) & 1) && n == 1)) continue;
-    char *ptrs[2] = {(char *)buf[k], data[k]};
-    const int64_t strides[2] = {cs, 0};
-    vnc_copy_loop(pl->compute_dtype, t->it.dtypes[k])(NULL, ptrs, strides, 1, 0);
+    load_input(pl, k, t->it.dtypes[k], (char *)buf[k], data[k], 0, 1);
     int64_t have = 1, want = n < CHUNK ? n : CHUNK;
     for (; have * 2 <= want; have *= 2) memcpy(buf[k] + have * cs, buf[k], (size_t)(have * cs));
     if (have < want) memcpy(buf[k] + have * cs, buf[k], (size_t)((want - have) * cs));
@@ -131,9 +157,7 @@ static void ew_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_
       } else if (((pl->direct >> k) & 1) && st[k] == cs) {
         in[k - 1] = src;
       } else {
-        char *ptrs[2] = {(char *)buf[k], src};
-        const int64_t strides[2] = {cs, st[k]};
-        vnc_copy_loop(pl->compute_dtype, t->it.dtypes[k])(NULL, ptrs, strides, m, 0);
+        load_input(pl, k, t->it.dtypes[k], (char *)buf[k], src, st[k], m);
         in[k - 1] = (char *)buf[k];
       }
     }
@@ -237,12 +261,23 @@ vnc_status vnc_elementwise(vnc_stream *s, const char *op_name, vnc_ew_op op, con
     t.plan.cls = cls;
     t.plan.compute_dtype = class_dtype[cls];
     t.plan.result_dtype = info->bool_result ? VNC_BOOL : class_dtype[cls];
-    if (!info->bool_result && (compute_dtype == VNC_FLOAT16 || compute_dtype == VNC_BFLOAT16) &&
-        it->dtypes[0] != compute_dtype)
-      t.plan.round_dtype = compute_dtype;
+    const int half = compute_dtype == VNC_FLOAT16 || compute_dtype == VNC_BFLOAT16;
+    if (!info->bool_result && half && it->dtypes[0] != compute_dtype) t.plan.round_dtype = compute_dtype;
+    for (int k = 1; k < it->nops && half; k++) { /* bool and 8-bit integers are exact in both; scalars come rounded */
+      const int32_t d = it->dtypes[k];
+      if (d != compute_dtype && d != VNC_BOOL && d != VNC_UINT8 && d != VNC_INT8 && !((scalar_mask >> k) & 1) &&
+          !(k == 2 && keeps_scalar_divisor(op, it))) {
+        t.plan.round_in |= 1u << k;
+        t.plan.in_dtype16 = compute_dtype;
+      }
+    }
     for (int k = 0; k < it->nops; k++) {
       int32_t want = k == 0 ? t.plan.result_dtype : t.plan.compute_dtype;
-      if (it->dtypes[k] == want && !((scalar_mask >> k) & 1) && !(k == 0 && t.plan.round_dtype)) t.plan.direct |= 1u << k;
+      const int round = (t.plan.round_in >> k) & 1; /* through the conversion path */
+      if (round && !vnc_copy_loop(compute_dtype, it->dtypes[k]))
+        return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s: operand %d has unsupported dtype %s", op_name, k,
+                             vnc_dtype_name(it->dtypes[k]));
+      if (!round && it->dtypes[k] == want && !((scalar_mask >> k) & 1) && !(k == 0 && t.plan.round_dtype)) t.plan.direct |= 1u << k;
       if (!vnc_copy_loop(k == 0 ? it->dtypes[0] : want, k == 0 ? want : it->dtypes[k]))
         return vnc_set_error(VNC_ERR_UNSUPPORTED, "%s: operand %d has unsupported dtype %s", op_name, k,
                              vnc_dtype_name(it->dtypes[k]));

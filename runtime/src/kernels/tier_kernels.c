@@ -1281,14 +1281,11 @@ static void philox_words(uint64_t seed, uint64_t ctr, int64_t n, uint32_t *w0, u
 #endif
 
 /* cos(2 pi u) for u in [0, 1) a multiple of 2^-24: the nearest quarter turn k taken off
- * exactly, the rest (|x| <= pi/4) by Cephes' sinf/cosf polynomials (S. L. Moshier, Cephes
- * Math Library, sinf.c). */
+ * exactly, the rest (|x| <= pi/4) by the polynomials of vnc_sinf/vnc_cosf (Cephes'). */
 static inline float cos_2pi(float u) {
   const int32_t k = (int32_t)(u * 4.0f + 0.5f);
   const float x = (u - (float)k * 0.25f) * 6.28318530717958647692f, z = x * x;
-  const float sn = x + x * z * ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f);
-  const float cs = z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) -
-                   0.5f * z + 1.0f;
+  const float sn = vnc_sin_poly(x, z), cs = vnc_cos_poly(z);
   const int32_t q = k & 3;
   return q == 0 ? cs : q == 1 ? -sn : q == 2 ? -cs : sn;
 }
