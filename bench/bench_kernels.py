@@ -204,7 +204,7 @@ def assorted() -> list[Result]:
     """Ops an op-by-op sweep against CPU found slow (their figures in the closing notes): topk at
     vocabulary sizes, extreme and leading-dim reductions, short-row and multi-dim means and sums,
     transposed copies, float16 conversions, clamp with tensor bounds, arange, depthwise and
-    channels_last 1x1 convolution, grouped-query attention. Ten
+    channels_last 1x1 convolution, grouped-query attention, random fills and sin/cos/tan. Ten
     calls per timed run: sub-millisecond ops are timed as a loop runs them."""
     timed = functools.partial(globals()["timed"], calls=10)
     B = (16, 128, 768)
@@ -239,7 +239,29 @@ def assorted() -> list[Result]:
               F.conv2d),
         timed("SDPA GQA 4x8|2x512x64 causal", gqa,
               lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)),
+    ] + random_and_trig()
+
+
+def random_and_trig() -> list[Result]:
+    """Random fills (neuron's Philox blocks vs CPU's mt19937) and sin/cos/tan into out= tensors,
+    4M float32 elements (arguments in [-100, 100]), randperm of 1M."""
+    timed = functools.partial(globals()["timed"], calls=10)
+    n = 4 << 20
+    empty = lambda d: torch.empty(n, device=d)  # noqa: E731
+    angles = lambda d: (torch.rand(n, generator=torch.Generator().manual_seed(3)) * 200 - 100).to(d)  # noqa: E731
+    rows = [
+        timed("randn 4M", lambda d: (d,), lambda d: torch.randn(n, device=d)),
+        timed("normal_ 4M", args(empty), lambda x: x.normal_()),
+        timed("uniform_ 4M", args(empty), lambda x: x.uniform_()),
+        timed("bernoulli_(0.3) 4M", args(empty), lambda x: x.bernoulli_(0.3)),
+        timed("dropout(0.1) 4M", args(lambda d: torch.ones(n, device=d)), lambda x: F.dropout(x, 0.1)),
+        timed("randint(0, 100) 4M", lambda d: (d,), lambda d: torch.randint(0, 100, (n,), device=d)),
+        timed("randperm 1M", lambda d: (d,), lambda d: torch.randperm(1 << 20, device=d)),
     ]
+    for name in ("sin", "cos", "tan"):
+        rows.append(timed(f"{name} 4M, out=", args(angles, empty),
+                          lambda x, o, f=getattr(torch, name): f(x, out=o)))
+    return rows
 
 
 def main() -> None:
