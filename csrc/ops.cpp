@@ -443,11 +443,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 // kernel behind conj_physical, _conj_physical and resolve_conj's callers); real dtypes copy.
 at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
   NEURON_TRACK("aten::conj_physical");
-  check_same_device("aten::conj_physical.out", self, {&out});
-  TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), "result type ", self.scalar_type(),
-              " can't be cast to the desired output type ", out.scalar_type());
-  at::native::resize_output(out, self.sizes());
-  out.copy_(self);
+  result_into("aten::conj_physical.out", self, out);  // the values, then their imaginary parts negated
   if (self.is_complex()) apply_lazy_bits(without_lazy_bits(out), true, false);
   return out;
 }
