@@ -362,7 +362,9 @@ at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& 
 
 // ---------------------------------------------------------------- nonzero and mask ops
 
-at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+// Writes the coordinates into out, resized to (count, ndim); a column-major out (nonzero's own
+// result) is written in place as well as a contiguous one.
+at::Tensor& nonzero_into(const at::Tensor& self, at::Tensor& out, bool column_major) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
   check_same_device("aten::nonzero", self, {&out});
@@ -375,19 +377,23 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   int64_t count = 0;
   check(vnc_count_nonzero(s, "aten::nonzero", &x, &count));
   check(vnc_stream_synchronize(s));  // the output's size is data-dependent (errors are earlier ops')
-  at::native::resize_output(out, {count, self.dim()});
-  at::Tensor o = out.is_contiguous() ? out : at::empty({count, self.dim()}, out.options());
-  check(vnc_nonzero(s, "aten::nonzero", &x, o.data_ptr<int64_t>(), count));
-  if (!o.is_same(out)) out.copy_(o);
+  if (column_major) {
+    out = at::empty_strided({count, self.dim()}, {1, count}, out.options());
+  } else {
+    at::native::resize_output(out, {count, self.dim()});
+  }
+  const bool direct = column_major || out.is_contiguous();
+  at::Tensor o = direct ? out : at::empty({count, self.dim()}, out.options());
+  check(vnc_nonzero(s, "aten::nonzero", &x, o.data_ptr<int64_t>(), count, o.stride(0), o.stride(1)));
+  if (!direct) out.copy_(o);
   return out;
 }
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) { return nonzero_into(self, out, false); }
 at::Tensor nonzero(const at::Tensor& self) {
-  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
   // CPU PyTorch's result is column-major (strides (1, N)): each index column, and each tensor
   // of nonzero(as_tuple=True), is contiguous
-  nonzero_out(self, out);
-  at::Tensor result = at::empty_strided(out.sizes(), {1, out.size(0)}, out.options());
-  return result.copy_(out);
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_into(self, out, true);
 }
 
 at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {

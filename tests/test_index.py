@@ -405,3 +405,58 @@ def test_gather_from_empty_tensor_says_which_index_is_out_of_bounds():
     with pytest.raises(RuntimeError, match=r"aten::gather: index 0 is out of bounds for dimension 0 with size 0"):
         torch.gather(torch.zeros(0, device="neuron"), 0, torch.tensor([0], device="neuron"))
         torch.neuron.synchronize()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool, torch.uint8, torch.int64,
+                                   torch.complex64])
+def test_nonzero_over_many_parallel_chunks_as_cpu(native, dtype):
+    """nonzero counts and writes its chunks in parallel: rows in row-major order, whatever the
+    layout, for every dtype; the column-major result and out= forms as CPU's."""
+    g = torch.Generator().manual_seed(4)
+    base = (torch.rand(300, 7, 911, generator=g) < 0.3).to(dtype)   # ~1.9M elements, 58 chunks
+    for x in (base, base.transpose(0, 2), base[:, 3], base[::2, :, 5:700]):
+        want = torch.nonzero(x)
+        got = torch.nonzero(x.to(native))
+        assert got.stride() == want.stride() and torch.equal(got.cpu(), want)
+    x = base[:, 2]
+    for out in (torch.empty(0, dtype=torch.long), torch.empty(5, 2, 3, dtype=torch.long)[..., 0]):
+        o = out.to(native)
+        torch.nonzero(x.to(native), out=o)
+        want = torch.nonzero(x, out=out.clone())
+        assert o.shape == want.shape and torch.equal(o.cpu(), want)
+    for x in (torch.zeros(()), torch.ones(()), torch.zeros(3, 0)):
+        want, got = torch.nonzero(x), torch.nonzero(x.to(native))
+        assert got.shape == want.shape and got.stride() == want.stride()
+
+
+def test_float32_index_reductions_as_cpu(native):
+    """The inlined float32 sum (scatter_add_ of elements, index_put_ with accumulate and
+    negative indices) and index_add_ of rows in per-thread column slices give CPU's values;
+    a bad index among repeated columns is reported as CPU reports it."""
+    g = torch.Generator().manual_seed(5)
+    src = torch.randn(200_000, generator=g)
+    idx = torch.randint(0, 5000, (200_000,), generator=g)
+    base = torch.randn(5000, generator=g)
+    torch.testing.assert_close(base.to(native).scatter_add_(0, idx.to(native), src.to(native)).cpu(),
+                               base.clone().scatter_add_(0, idx, src))
+    neg = idx - 5000
+    torch.testing.assert_close(base.to(native).index_put_((neg.to(native),), src.to(native), accumulate=True).cpu(),
+                               base.clone().index_put_((neg,), src, accumulate=True))
+    rows = torch.randint(0, 700, (9000,), generator=g)
+    srcr = torch.randn(9000, 96, generator=g)
+    table = torch.randn(700, 96, generator=g)
+    assert torch.equal(table.to(native).index_add_(0, rows.to(native), srcr.to(native)).cpu(),
+                       table.clone().index_add_(0, rows, srcr))
+    bad = rows.clone()
+    bad[[4000, 7000]] = torch.tensor([700, 9999])
+    with pytest.raises(type(_raised(lambda: table.clone().index_add_(0, bad, srcr))),
+                       match="aten::index_add.*index 700 is out of bounds for dimension 0 with size 700"):
+        table.to(native).index_add_(0, bad.to(native), srcr.to(native)).cpu()
+
+
+def _raised(f):
+    try:
+        f()
+    except Exception as e:  # noqa: BLE001 - the type CPU raises is what is compared
+        return e
+    raise AssertionError("CPU did not raise")

@@ -481,3 +481,24 @@ def test_flip_and_roll_match_cpu(native, dtype):
         torch.flip(x.to(native), (0, 0))
     with pytest.raises(RuntimeError, match="align"):
         torch.roll(x.to(native), (1, 2), (0,))
+
+
+def test_randperm_is_uniform(native):
+    """Every permutation of 4 equally likely (chi-square over the 24, 23 degrees of freedom) and
+    every value equally likely at every position of a longer permutation."""
+    torch.manual_seed(11)
+    draws = 4800
+    counts = {}
+    for _ in range(draws):
+        p = tuple(torch.randperm(4, device=native).tolist())
+        counts[p] = counts.get(p, 0) + 1
+    assert len(counts) == 24
+    expected = draws / 24
+    chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
+    assert chi2 < 49.7  # chi-square, 23 degrees of freedom: p < 1e-3
+    perms = torch.stack([torch.randperm(10, device=native) for _ in range(3000)]).cpu()
+    where = torch.zeros(10, 10)
+    for v in range(10):
+        where[v] = (perms == v).double().sum(0)
+    e = 300.0
+    assert ((where - e).abs() <= 5 * math.sqrt(e * 0.9)).all(), where

@@ -72,7 +72,7 @@ static void computing_kernels_refuse(int32_t dt) {
   REFUSED(vnc_linspace(S, "linspace", &v1, 0, 1, 4));
   REFUSED(vnc_tri(S, "tril", &x, &x, 0, 0));
   REFUSED(vnc_count_nonzero(S, "count_nonzero", &x, (int64_t *)buf));
-  REFUSED(vnc_nonzero(S, "nonzero", &x, (int64_t *)buf, 1));
+  REFUSED(vnc_nonzero(S, "nonzero", &x, (int64_t *)buf, 1, 1, 1));
   REFUSED(vnc_histogram(S, "histc", &v1, NULL, &v1, VNC_BINS_LINEAR, &v1));
   REFUSED(vnc_fft_c2c(S, "fft", &x, &x, 1, -1, 1.0));
   /* an indexed copy with a reduction computes */

@@ -56,9 +56,11 @@ vnc_status vnc_index(vnc_stream *s, const char *op, const vnc_iter *it, int dire
  * -0.0 does not) into *count, a host location written when the task runs: synchronize
  * the stream before reading it. */
 vnc_status vnc_count_nonzero(vnc_stream *s, const char *op, const vnc_tensor *x, int64_t *count);
-/* Row-major coordinates of the first `count` nonzero elements of `x` into out [count, ndim]
- * (int64, contiguous); `count` must equal the number vnc_count_nonzero gave. */
-vnc_status vnc_nonzero(vnc_stream *s, const char *op, const vnc_tensor *x, int64_t *out, int64_t count);
+/* Row-major coordinates of the `count` nonzero elements of `x` into out [count, ndim] (int64;
+ * element (r, d) at out[r * row_step + d * col_step]); `count` must equal the number
+ * vnc_count_nonzero gave, else VNC_ERR_INVALID_ARGUMENT. */
+vnc_status vnc_nonzero(vnc_stream *s, const char *op, const vnc_tensor *x, int64_t *out, int64_t count,
+                       int64_t row_step, int64_t col_step);
 
 #ifdef __cplusplus
 }

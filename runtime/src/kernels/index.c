@@ -108,6 +108,31 @@ static void index_loop(void *ctx, char **data, const int64_t *st, int64_t n, int
     }
     return;
   }
+  if (t->nidx == 1) {
+    /* One index tensor: the commonest element operations inlined, operands in registers (a
+     * loop of few instructions keeps more of its random accesses in flight). */
+    const int64_t size = t->sizes[0], stride = t->strides[0], sd = st[0], ss = st[1], si = st[2];
+    const int64_t dmul = t->direction == VNC_INDEX_GATHER ? 0 : stride, smul = stride - dmul;
+#define ONE_INDEX_LOOP(BODY)                                                       \
+  do {                                                                             \
+    char *d = data[0];                                                             \
+    const char *s = data[1], *ip = data[2];                                        \
+    for (int64_t i = 0; i < n; i++, d += sd, s += ss, ip += si) {                  \
+      int64_t v;                                                                   \
+      memcpy(&v, ip, 8);                                                           \
+      v += v < 0 ? size : 0;                                                       \
+      char *dp = d + v * dmul;                                                     \
+      const char *sp = s + v * smul;                                               \
+      BODY;                                                                        \
+    }                                                                              \
+    return;                                                                        \
+  } while (0)
+    if (t->combine == sum_FLOAT32) ONE_INDEX_LOOP(float a; float b; memcpy(&a, dp, 4); memcpy(&b, sp, 4);
+                                                  a = a + b; memcpy(dp, &a, 4));
+    if (!t->combine && t->esize == 4) ONE_INDEX_LOOP(memcpy(dp, sp, 4));
+    if (!t->combine && t->esize == 8) ONE_INDEX_LOOP(memcpy(dp, sp, 8));
+#undef ONE_INDEX_LOOP
+  }
   for (int64_t i = 0; i < n; i++) {
     const int64_t off = index_offset(t, data, st, i);
     char *d = data[0] + i * st[0];
@@ -160,7 +185,17 @@ static vnc_status index_run(void *p) {
   check_ctx c = {.t = t};
   atomic_init(&c.any, 0);
   pthread_mutex_init(&c.lock, NULL);
-  vnc_iter_for_each(&t->it, check_loop, &c, VNC_ITER_GRAIN);
+  /* Each index value once: dims along which no index moves (a row's columns) kept at their
+   * first position. The first bad value in this order is the first in the full order. */
+  vnc_iter values = t->it;
+  values.numel = 1;
+  for (int d = 0; d < values.ndim; d++) {
+    int moves = 0;
+    for (int j = 0; j < t->nidx; j++) moves |= values.strides[2 + j][d] != 0;
+    if (!moves) values.shape[d] = 1;
+    values.numel *= values.shape[d];
+  }
+  vnc_iter_for_each(&values, check_loop, &c, VNC_ITER_GRAIN);
   pthread_mutex_destroy(&c.lock);
   if (atomic_load(&c.any))
     return vnc_set_error((t->flags & VNC_INDEX_RANGE_AS_INVALID) ? VNC_ERR_INVALID_ARGUMENT : VNC_ERR_INDEX,
@@ -170,8 +205,11 @@ static vnc_status index_run(void *p) {
    * dim the indices do not move along (index_add_ of rows, index_put_ with accumulate: the
    * columns), each output element in one slice, its contributions in the same order. */
   const int d = t->split;
-  if (d >= 0) vnc_parallel_for(t->it.shape[d], 1 + VNC_ITER_GRAIN / (t->it.numel / t->it.shape[d]), combine_slices,
-                               (void *)t);
+  if (d >= 0) { /* one slice per thread at most: the runs along d stay long */
+    const int64_t n = t->it.shape[d], threads = vnc_threadpool_size();
+    const int64_t min_grain = 1 + VNC_ITER_GRAIN / (t->it.numel / n), per_thread = (n + threads - 1) / threads;
+    vnc_parallel_for(n, min_grain > per_thread ? min_grain : per_thread, combine_slices, (void *)t);
+  }
   else vnc_iter_for_each(&t->it, index_loop, (void *)t, t->combine ? t->it.numel : VNC_ITER_GRAIN);
   return VNC_OK;
 }
@@ -210,76 +248,162 @@ vnc_status vnc_index(vnc_stream *s, const char *op, const vnc_iter *it, int dire
 
 /* ---------------------------------------------------------------- nonzero */
 
-#define NZ_CASE(D) case VNC_##D: return VNC_LOAD_##D(p) != 0;
-static int is_nonzero(const char *p, int32_t dtype) {
-  switch (dtype) { VNC_DTYPES(NZ_CASE) }
-  return 0;
-}
+/* Per dtype: the nonzero elements among n at p, step st bytes (NaN counts, -0.0 does not),
+ * counted, or marked in m (1 or 0 each); the unit step loops vectorise. */
+typedef int64_t (*nz_count_fn)(const char *p, int64_t st, int64_t n);
+typedef void (*nz_mark_fn)(const char *p, int64_t st, int64_t n, uint8_t *m);
+#define NZ_AT(D, p, st, i) (VNC_LOAD_##D((p) + (i) * (st)) != 0)
+#define NZ_UNIT(D) ((int64_t)sizeof(VNC_STORAGE_##D))
+#define NZ_FNS(D)                                                                          \
+  static int64_t nz_count_##D(const char *p, int64_t st, int64_t n) {                     \
+    int64_t k = 0;                                                                         \
+    if (st == NZ_UNIT(D))                                                                  \
+      for (int64_t i = 0; i < n; i++) k += NZ_AT(D, p, NZ_UNIT(D), i);                     \
+    else                                                                                   \
+      for (int64_t i = 0; i < n; i++) k += NZ_AT(D, p, st, i);                             \
+    return k;                                                                              \
+  }                                                                                        \
+  static void nz_mark_##D(const char *p, int64_t st, int64_t n, uint8_t *m) {             \
+    if (st == NZ_UNIT(D))                                                                  \
+      for (int64_t i = 0; i < n; i++) m[i] = NZ_AT(D, p, NZ_UNIT(D), i);                   \
+    else                                                                                   \
+      for (int64_t i = 0; i < n; i++) m[i] = NZ_AT(D, p, st, i);                           \
+  }
+VNC_DTYPES(NZ_FNS)
+#define NZ_COUNT_ENTRY(D) [VNC_##D] = nz_count_##D,
+#define NZ_MARK_ENTRY(D) [VNC_##D] = nz_mark_##D,
+static const nz_count_fn nz_count_table[VNC_DTYPE_END] = {VNC_DTYPES(NZ_COUNT_ENTRY)};
+static const nz_mark_fn nz_mark_table[VNC_DTYPE_END] = {VNC_DTYPES(NZ_MARK_ENTRY)};
 
+/* The linear range splits into chunks counted in parallel; a prefix sum of the counts gives
+ * each chunk its first output row, and the chunks then write their rows in parallel, so the
+ * rows come in row-major order whatever the thread count. */
+#define NZ_MAX_CHUNKS 64
 typedef struct nz_task {
-  vnc_iter it;
+  vnc_iter it; /* logical row-major order: a position is the element's linear index */
+  nz_count_fn count_fn;
+  nz_mark_fn mark_fn;
   int64_t *count, *out, capacity, ndim, sizes[VNC_MAX_DIMS];
-  atomic_llong found;
+  int64_t row_step, col_step; /* elements */
+  int64_t nchunks, chunk_count[NZ_MAX_CHUNKS], chunk_first[NZ_MAX_CHUNKS];
 } nz_task;
 
+typedef struct nz_run {
+  const nz_task *t;
+  int64_t found, next; /* rows counted; the next row written */
+} nz_run;
+
 static void count_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t pos) {
-  nz_task *t = ctx;
+  nz_run *r = ctx;
   (void)pos;
-  long long k = 0;
-  for (int64_t i = 0; i < n; i++) k += is_nonzero(data[0] + i * st[0], t->it.dtypes[0]);
-  atomic_fetch_add(&t->found, k);
+  r->found += r->t->count_fn(data[0], st[0], n);
 }
 
 static void coords_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t pos) {
-  nz_task *t = ctx; /* serial, logical row-major order: pos + i is the linear index */
-  for (int64_t i = 0; i < n; i++) {
-    if (!is_nonzero(data[0] + i * st[0], t->it.dtypes[0])) continue;
-    long long k = atomic_fetch_add(&t->found, 1);
-    if (k >= t->capacity) return;
-    for (int64_t d = t->ndim - 1, e = pos + i; d >= 0; d--) {
-      t->out[k * t->ndim + d] = e % t->sizes[d];
-      e /= t->sizes[d];
+  nz_run *r = ctx;
+  const nz_task *t = r->t;
+  const int64_t nd = t->ndim, last = nd - 1;
+  int64_t c[VNC_MAX_DIMS];
+  for (int64_t d = last, e = pos; d >= 0; d--) { /* the run's first coordinates, then counted up */
+    c[d] = e % t->sizes[d];
+    e /= t->sizes[d];
+  }
+  enum { BLOCK = 1024 };
+  uint8_t m[BLOCK];
+  for (int64_t b = 0; b < n; b += BLOCK) {
+    const int64_t len = n - b < BLOCK ? n - b : BLOCK;
+    t->mark_fn(data[0] + b * st[0], st[0], len, m);
+    for (int64_t i = 0; i < len; i++) {
+      if (m[i]) {
+        if (r->next >= t->capacity) return;
+        int64_t *row = t->out + r->next++ * t->row_step;
+        if (nd == 1) row[0] = pos + b + i;
+        else for (int64_t d = 0; d < nd; d++) row[d * t->col_step] = c[d];
+      }
+      if (nd > 1)
+        for (int64_t d = last; d >= 0 && ++c[d] == t->sizes[d]; d--) c[d] = 0;
     }
   }
 }
 
+static void chunk_range(const nz_task *t, int64_t k, int64_t *b, int64_t *e) {
+  *b = t->it.numel * k / t->nchunks;
+  *e = t->it.numel * (k + 1) / t->nchunks;
+}
+
+static void count_chunks(void *ctx, int64_t k0, int64_t k1) {
+  nz_task *t = ctx;
+  for (int64_t k = k0; k < k1; k++) {
+    int64_t b, e;
+    chunk_range(t, k, &b, &e);
+    nz_run r = {.t = t};
+    vnc_iter_run(&t->it, count_loop, &r, b, e);
+    t->chunk_count[k] = r.found;
+  }
+}
+
+static void coords_chunks(void *ctx, int64_t k0, int64_t k1) {
+  nz_task *t = ctx;
+  for (int64_t k = k0; k < k1; k++) {
+    int64_t b, e;
+    chunk_range(t, k, &b, &e);
+    nz_run r = {.t = t, .next = t->chunk_first[k]};
+    vnc_iter_run(&t->it, coords_loop, &r, b, e);
+  }
+}
+
+static int64_t count_all(nz_task *t) {
+  vnc_parallel_for(t->nchunks, 1, count_chunks, t);
+  int64_t total = 0;
+  for (int64_t k = 0; k < t->nchunks; k++) {
+    t->chunk_first[k] = total;
+    total += t->chunk_count[k];
+  }
+  return total;
+}
+
 static vnc_status count_run(void *p) {
   nz_task *t = p;
-  atomic_init(&t->found, 0);
-  vnc_iter_for_each(&t->it, count_loop, t, VNC_ITER_GRAIN);
-  *t->count = atomic_load(&t->found);
+  *t->count = count_all(t);
   return VNC_OK;
 }
 
 static vnc_status coords_run(void *p) {
   nz_task *t = p;
-  atomic_init(&t->found, 0);
-  vnc_iter_for_each(&t->it, coords_loop, t, t->it.numel);
-  if (atomic_load(&t->found) != t->capacity)
+  const int64_t found = count_all(t);
+  if (found != t->capacity)
     return vnc_set_error(VNC_ERR_INVALID_ARGUMENT, "the input changed between counting (%lld nonzeros) and "
-                         "writing (%lld)", (long long)t->capacity, (long long)atomic_load(&t->found));
+                         "writing (%lld)", (long long)t->capacity, (long long)found);
+  vnc_parallel_for(t->nchunks, 1, coords_chunks, t);
   return VNC_OK;
 }
 
 static vnc_status nz_launch(vnc_stream *s, const char *op, const vnc_tensor *x, vnc_task_fn fn, int64_t *count,
-                            int64_t *out, int64_t capacity) {
-  nz_task t = {.count = count, .out = out, .capacity = capacity, .ndim = x->ndim};
+                            int64_t *out, int64_t capacity, int64_t row_step, int64_t col_step) {
+  nz_task t = {.count = count, .out = out, .capacity = capacity, .ndim = x->ndim, .row_step = row_step,
+               .col_step = col_step};
   memcpy(t.sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
   const vnc_tensor *ops[1] = {x};
   vnc_status st = vnc_iter_init(&t.it, 1, ops, VNC_ITER_KEEP_ORDER);
   if (st != VNC_OK) return st;
+  t.count_fn = nz_count_table[x->dtype];
+  t.mark_fn = nz_mark_table[x->dtype];
+  if (!t.count_fn) return vnc_check_computed(op, 1, &x->dtype);
   if (t.it.numel == 0) {
     if (count) *count = 0;
     return VNC_OK;
   }
+  t.nchunks = 1 + (t.it.numel - 1) / VNC_ITER_GRAIN;
+  if (t.nchunks > NZ_MAX_CHUNKS) t.nchunks = NZ_MAX_CHUNKS;
   return vnc_launch(s, op, fn, &t, sizeof t, NULL);
 }
 
 vnc_status vnc_count_nonzero(vnc_stream *s, const char *op, const vnc_tensor *x, int64_t *count) {
-  return nz_launch(s, op, x, count_run, count, NULL, 0);
+  return nz_launch(s, op, x, count_run, count, NULL, 0, 0, 0);
 }
 
-vnc_status vnc_nonzero(vnc_stream *s, const char *op, const vnc_tensor *x, int64_t *out, int64_t count) {
+vnc_status vnc_nonzero(vnc_stream *s, const char *op, const vnc_tensor *x, int64_t *out, int64_t count,
+                       int64_t row_step, int64_t col_step) {
   if (count == 0) return VNC_OK;
-  return nz_launch(s, op, x, coords_run, NULL, out, count);
+  return nz_launch(s, op, x, coords_run, NULL, out, count, row_step, col_step);
 }

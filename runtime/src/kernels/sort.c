@@ -363,33 +363,53 @@ vnc_status vnc_searchsorted(vnc_stream *s, const char *op, const vnc_tensor *sor
 
 /* ---------------------------------------------------------------- randperm */
 
+/* Durstenfeld's form of the Fisher-Yates shuffle (Knuth, TAOCP vol. 2, 3.4.2, algorithm P):
+ * for i = n-1 .. 1 swap a[i] with a[j], j uniform in [0, i]. Each j comes from the 64-bit Philox
+ * word of counter offset + i scaled to [0, i] by its high product (Lemire, "Fast random integer
+ * generation in an interval", 2019, without the rejection step: a bias below n / 2^64). The
+ * j's are computed in parallel, the swaps run serially: the same permutation whatever the
+ * thread count. */
 typedef struct perm_task {
   vnc_tensor out;
   uint64_t seed, offset;
-  pair *a;
+  int64_t *j; /* j[i]: the position swapped with i */
 } perm_task;
 
-static void perm_keys(void *ctx, int64_t i0, int64_t i1) {
+static void perm_draws(void *ctx, int64_t i0, int64_t i1) {
   const perm_task *t = ctx;
   uint32_t w0[VNC_RNG_BLOCK], w1[VNC_RNG_BLOCK];
   for (int64_t b = i0; b < i1; b += VNC_RNG_BLOCK) {
     const int64_t m = i1 - b < VNC_RNG_BLOCK ? i1 - b : VNC_RNG_BLOCK;
     vnc_tier()->philox_words(t->seed, t->offset + (uint64_t)b, m, w0, w1); /* vnc_philox_element's words */
-    for (int64_t j = 0; j < m; j++) t->a[b + j] = (pair){((uint64_t)w1[j] << 32) | w0[j], b + j};
+    for (int64_t k = 0; k < m; k++) {
+      const uint64_t w = ((uint64_t)w1[k] << 32) | w0[k];
+      t->j[b + k] = (int64_t)(((unsigned __int128)w * (uint64_t)(b + k + 1)) >> 64);
+    }
   }
 }
 
 static vnc_status perm_run(void *p) {
   perm_task *t = p;
   const int64_t n = t->out.sizes[0];
-  t->a = malloc(sizeof(pair) * 2 * (size_t)n);
-  if (!t->a) return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "could not allocate randperm buffers for %lld elements", (long long)n);
-  vnc_parallel_for(n, 32768, perm_keys, t);
-  const pair *s = sort_pairs(t->a, t->a + n, n, 8);
-  const vnc_store_i64_fn store = vnc_store_i64[t->out.dtype];
-  const int64_t step = t->out.strides[0] * (int64_t)vnc_dtype_size(t->out.dtype);
-  for (int64_t j = 0; j < n; j++) store((char *)t->out.data + j * step, s[j].idx);
-  free(t->a);
+  const int in_place = t->out.dtype == VNC_INT64 && t->out.strides[0] == 1;
+  t->j = malloc(sizeof(int64_t) * (size_t)(in_place ? n : 2 * n));
+  if (!t->j) return vnc_set_error(VNC_ERR_OUT_OF_MEMORY, "could not allocate randperm buffers for %lld elements", (long long)n);
+  int64_t *a = in_place ? (int64_t *)t->out.data : t->j + n;
+  vnc_parallel_for(n, 32768, perm_draws, t);
+  for (int64_t i = 0; i < n; i++) a[i] = i;
+  enum { AHEAD = 16 }; /* the swaps' loads are random: fetch a later one's target meanwhile */
+  for (int64_t i = n - 1; i > 0; i--) {
+    if (i > AHEAD) __builtin_prefetch(a + t->j[i - AHEAD], 1);
+    const int64_t j = t->j[i], v = a[i];
+    a[i] = a[j];
+    a[j] = v;
+  }
+  if (!in_place) {
+    const vnc_store_i64_fn store = vnc_store_i64[t->out.dtype];
+    const int64_t step = t->out.strides[0] * (int64_t)vnc_dtype_size(t->out.dtype);
+    for (int64_t i = 0; i < n; i++) store((char *)t->out.data + i * step, a[i]);
+  }
+  free(t->j);
   return VNC_OK;
 }
 
