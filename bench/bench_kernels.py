@@ -264,16 +264,44 @@ def random_and_trig() -> list[Result]:
     return rows
 
 
+
+def indexing() -> list[Result]:
+    """Indexed copies and nonzero: nonzero and boolean-mask selection of 4M float32 elements
+    (30 % true), gather/scatter_add_ of 4M elements at random positions, gather of 16 columns per
+    row of a 4096 x 1024 matrix, index_select and index_add_ of 32768 rows of 128 in a 50000-row
+    table (an embedding's forward and backward)."""
+    timed = functools.partial(globals()["timed"], calls=10)
+    n, g = 4 << 20, lambda s: torch.Generator().manual_seed(s)  # noqa: E731
+    vec = lambda d: torch.randn(n, generator=g(0)).to(d)  # noqa: E731
+    mask = lambda d: (torch.rand(n, generator=g(1)) < 0.3).to(d)  # noqa: E731
+    pos = lambda d: torch.randint(0, n, (n,), generator=g(2)).to(d)  # noqa: E731
+    rows = lambda d: torch.randint(0, 50000, (32768,), generator=g(3)).to(d)  # noqa: E731
+    return [
+        timed("nonzero 4M", args(mask), torch.nonzero),
+        timed("x[mask] 4M", args(vec, mask), lambda x, m: x[m]),
+        timed("gather 4M", args(vec, pos), lambda x, i: torch.gather(x, 0, i)),
+        timed("scatter_add_ 4M", args(lambda d: torch.zeros(n, device=d), pos, vec),
+              lambda o, i, x: o.scatter_add_(0, i, x)),
+        timed("gather 4096x1024 -> 4096x16", args(lambda d: torch.randn(4096, 1024, generator=g(4)).to(d),
+                                                  lambda d: torch.randint(0, 1024, (4096, 16), generator=g(5)).to(d)),
+              lambda x, i: torch.gather(x, 1, i)),
+        timed("index_select 32768 of 50000x128", args(lambda d: torch.randn(50000, 128, generator=g(6)).to(d), rows),
+              lambda t, i: t.index_select(0, i)),
+        timed("index_add_ 32768 rows into 50000x128", args(lambda d: torch.zeros(50000, 128, device=d), rows,
+                                                           lambda d: torch.randn(32768, 128, generator=g(7)).to(d)),
+              lambda t, i, s: t.index_add_(0, i, s)),
+    ]
+
 def main() -> None:
     global REPEAT
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="3 runs per figure instead of 5")
-    parser.add_argument("--only", default="", help="comma-separated groups: gemm,ew,rows,attn,gpt,overhead,assorted")
+    parser.add_argument("--only", default="", help="comma-separated groups: gemm,ew,rows,attn,gpt,overhead,assorted,indexing")
     opts = parser.parse_args()
     if opts.quick:
         REPEAT = 3
-    groups = set(opts.only.split(",")) if opts.only else {"gemm", "ew", "rows", "attn", "gpt", "overhead", "assorted"}
+    groups = set(opts.only.split(",")) if opts.only else {"gemm", "ew", "rows", "attn", "gpt", "overhead", "assorted", "indexing"}
     results = []
     if "gemm" in groups:
         results.append(throughput("sgemm 1024x1024x1024",
@@ -287,6 +315,8 @@ def main() -> None:
         results.append(attention())
     if "assorted" in groups:
         results += assorted()
+    if "indexing" in groups:
+        results += indexing()
     if "gpt" in groups:
         results += [gpt_step(False), gpt_step(True)]
     if "overhead" in groups:
