@@ -769,9 +769,40 @@ c10::IValue map_tensors(const c10::IValue& v, G g) {
   return v;
 }
 
+// The elements t's strides span (its largest offset + 1) when no two of its elements share
+// memory (a sufficient test: each stride steps past what the smaller ones span), else -1.
+int64_t distinct_span(const at::Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that move
+  for (int64_t d = 0; d < t.dim(); d++)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride < span) return -1;
+    span += stride * (size - 1);
+  }
+  return span;
+}
+
+// Whether a copy of t keeps t's strides. CPU's kernels branch on layouts (det/slogdet factorise
+// A^H for a contiguous real input, and their backward reads the factors by the input's
+// layout; lstsq's solution is a column-major view): a copy that keeps them meets the same
+// branches. Kept unless elements share memory (expanded: copied dense) or the strides span
+// more than 16x the elements and 16M (memory reserved, never touched, beyond the elements).
+bool keeps_strides(const at::Tensor& t) {
+  const int64_t span = distinct_span(t);
+  return span >= 0 && (span <= 16 * t.numel() || span <= (int64_t{1} << 24));
+}
+
+// A copy of t on `device`, in t's strides where keeps_strides (else dense, as Tensor::to).
+at::Tensor copy_keeping_strides(const at::Tensor& t, c10::Device device) {
+  if (t.numel() < 2 || t.is_non_overlapping_and_dense() || !keeps_strides(t)) return t.to(device);
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(device)).copy_(t);
+}
+
 at::Tensor to_host(const at::Tensor& t, bool& saw_f64) {
   if (t.device().type() != kNeuron) return t;
-  at::Tensor h = t.to(at::kCPU);
+  at::Tensor h = copy_keeping_strides(t, at::kCPU);
   if (h.scalar_type() == at::kDouble) {
     saw_f64 = true;
     h = h.to(at::kFloat).to(at::kDouble);  // the float64 device rule: inputs rounded to float32
@@ -956,11 +987,12 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         od.copy_(round_f64(hd, name.c_str()));
       } else {
         // A tensor the kernel resized takes the layout CPU's kernel gave it (its result's: a
-        // transposed input's digamma into an empty out= is transposed too), where that is a
-        // dense order; _copy_from_and_resize alone would make it contiguous.
+        // transposed input's digamma into an empty out= is transposed too, lstsq's solution a
+        // column-major view), where keeps_strides; _copy_from_and_resize alone would make it
+        // contiguous.
         const at::Tensor h = round_f64(hs[k], name.c_str());
-        if (h.sizes() != os[k].sizes() && h.is_non_overlapping_and_dense()) {
-          os[k].resize_(h.sizes());
+        if (h.sizes() != os[k].sizes() && keeps_strides(h)) {
+          os[k].resize_({h.numel() == 0 ? 0 : distinct_span(h)});
           os[k].as_strided_(h.sizes(), h.strides());
         }
         at::_copy_from_and_resize(h, os[k]);
@@ -984,7 +1016,7 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
       continue;
     }
-    v = map_tensors(v, [&](const at::Tensor& t) { return round_f64(t, name.c_str()).to(*target); });
+    v = map_tensors(v, [&](const at::Tensor& t) { return copy_keeping_strides(round_f64(t, name.c_str()), *target); });
   }
 }
 

@@ -385,6 +385,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
     const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, const at::Tensor&,
     const at::Tensor&, std::optional<double> scale) {
   constexpr const char* name = "aten::_scaled_dot_product_fused_attention_overrideable_backward";
+  if (!grad_out.defined()) return {};  // no gradient flows back (CPU's fused backwards: undefined grads)
   TORCH_CHECK(dropout_p == 0.0, name, ": dropout is not supported by the fused kernel (dropout_p must be 0)");
   check_same_device(name, query, {&grad_out, &key, &value, &attn_bias, &out, &logsumexp});
   check_heads(name, query, key, value);
@@ -471,6 +472,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward_batched
     const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor&, const at::Tensor& logsumexp,
     const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, const at::Tensor&,
     const at::Tensor&, std::optional<double> scale) {
+  if (!grad_out.defined()) return {};  // as sdpa_backward
   TORCH_CHECK(dropout_p == 0.0, kSdpa, "_backward: dropout is not supported by the fused kernel (dropout_p must be 0)");
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   const at::Tensor q = query.to(at::kFloat), k = per_query_head(key, query).to(at::kFloat),

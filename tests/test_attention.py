@@ -68,6 +68,24 @@ def test_fused_attention_matches_cpu(name):
 VMAP_CASES = {n: CASES[n] for n in ("plain", "causal", "scale", "bool mask", "fully masked row")}
 
 
+def test_fused_backward_without_an_output_gradient_gives_none(native):
+    """A graph that sends no gradient into the attention output (an autograd.Function dropping
+    it; gradcheck's undefined output gradients) leaves q, k, v without gradients, as on CPU
+    (raised "tensor does not have a device")."""
+    class DropFirst(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a + b
+
+        @staticmethod
+        def backward(ctx, g):
+            return None, g
+
+    for dev in ("cpu", native):
+        q, k, v, w = (torch.randn(1, 2, 3, 4, device=dev, requires_grad=True) for _ in range(4))
+        DropFirst.apply(F.scaled_dot_product_attention(q, k, v), w).sum().backward()
+        assert q.grad is None and k.grad is None and v.grad is None and torch.equal(w.grad.cpu(), torch.ones(1, 2, 3, 4))
+
 @pytest.mark.parametrize("name", list(VMAP_CASES))
 def test_fused_attention_under_vmap_matches_cpu(native, name):
     """torch.func transforms that batch the fused op (vmap, vmap of grad: per-sample gradients,

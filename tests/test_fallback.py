@@ -109,6 +109,30 @@ def test_resized_out_takes_the_layout_cpu_gives_it(neuron):
     torch.testing.assert_close(o.cpu(), torch.digamma(x))
 
 
+def test_fallback_arguments_and_results_keep_strided_layouts(neuron):
+    """A block of a bigger matrix reaches CPU's kernel in its own strides, and a strided result
+    comes back in CPU's strides: det/slogdet/logdet's backward reads the LU factors by the
+    input's layout (CPU factorises A^H for a contiguous input: a contiguous copy gave the
+    transposed gradient), lstsq's solution is a column-major view of CPU's buffer."""
+    torch.manual_seed(0)
+    big = torch.randn(2, 5, 5)
+    for f in (torch.linalg.det, lambda a: torch.linalg.slogdet(a).logabsdet, torch.logdet):
+        grads = []
+        for dev in ("cpu", neuron):
+            m = (big @ big.transpose(-1, -2) + torch.eye(5)).to(dev).requires_grad_()
+            a = m[..., :3, 1:4]
+            grads.append(torch.autograd.grad(f(a).sum(), m)[0].cpu())
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-4)
+    a, b = torch.randn(6, 3), torch.randn(6, 2)
+    want = torch.linalg.lstsq(a, b).solution
+    got = torch.linalg.lstsq(a.to(neuron), b.to(neuron)).solution
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    # a sparse view, expanded strides: dense copies, values as CPU's
+    x = torch.randn(40, 40)
+    for t in (x[::7, ::9], torch.randn(3, 1).expand(3, 4)):
+        torch.testing.assert_close(torch.special.i1(t.to(neuron)).cpu(), torch.special.i1(t))
+
 def test_composite_kernels_that_refuse_other_devices_take_the_fallback(neuron):
     """ATen's mode.values accepts CPU/CUDA/XPU tensors only, kaiser_window calls a stub with CPU
     and CUDA kernels only; on neuron both run through the visible fallback: values, indices,

@@ -73,6 +73,22 @@ typedef struct col_job {
 /* Source index of kernel offset kk for output index o along dim d (may lie outside the input). */
 #define SRC(g, d, o, kk) ((o) * (g)->st[d] - (g)->pad[d] + (kk) * (g)->dil[d])
 
+static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? -(-a / b) : (a + b - 1) / b; } /* b > 0 */
+
+/* Columns [c0, c1) of one line of an im2col row, dst[c2] = src[SRC(c2)] or 0 where that lies
+ * in the padding: the in-range columns are one interval, computed once (a memcpy at stride 1). */
+static void im2col_segment(const geom *g, const float *src, int64_t k2, float *dst, int64_t c0, int64_t c1) {
+  const int64_t off = k2 * g->dil[2] - g->pad[2], st = g->st[2];
+  int64_t lo = ceil_div(-off, st), hi = ceil_div(g->xs[2] - off, st);
+  lo = lo < c0 ? c0 : lo > c1 ? c1 : lo;
+  hi = hi < lo ? lo : hi > c1 ? c1 : hi;
+  memset(dst + c0, 0, sizeof(float) * (size_t)(lo - c0));
+  if (st == 1) memcpy(dst + lo, src + lo + off, sizeof(float) * (size_t)(hi - lo));
+  else
+    for (int64_t c2 = lo; c2 < hi; c2++) dst[c2] = src[c2 * st + off];
+  memset(dst + hi, 0, sizeof(float) * (size_t)(c1 - hi));
+}
+
 /* im2col rows [r0, r1): row = (channel, kernel offset), each independent. */
 static void im2col_rows(void *ctx, int64_t r0, int64_t r1) {
   const col_job *j = ctx;
@@ -91,11 +107,7 @@ static void im2col_rows(void *ctx, int64_t r0, int64_t r1) {
           memset(dst, 0, sizeof(float) * (size_t)g->ys[2]);
           continue;
         }
-        const float *src = x + (i0 * g->xs[1] + i1) * g->xs[2];
-        for (int64_t c2 = 0; c2 < g->ys[2]; c2++) {
-          const int64_t i2 = SRC(g, 2, c2, k2);
-          dst[c2] = i2 >= 0 && i2 < g->xs[2] ? src[i2] : 0.0f;
-        }
+        im2col_segment(g, x + (i0 * g->xs[1] + i1) * g->xs[2], k2, dst, 0, g->ys[2]);
       }
     }
   }
@@ -138,14 +150,75 @@ static void col2im(const geom *g, float *x, float *col) {
   vnc_parallel_for(g->Cx / g->G, 1 + 16384 / (g->K * g->YS + 1), col2im_channels, &j);
 }
 
-/* Y[n] = W @ im2col(X[n]) per group (Y fully written). */
-static void to_y(const geom *g, const float *X, const float *W, float *Y, float *col) {
-  const int64_t Cxg = g->Cx / g->G, Cyg = g->Cy / g->G, CK = Cxg * g->K;
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t gr = 0; gr < g->G; gr++) {
-      im2col(g, (float *)X + (n * g->Cx + gr * Cxg) * g->XS, col);
-      vnc_sgemm(0, 0, Cyg, g->YS, CK, 1.0f, W + gr * Cyg * CK, CK, col, g->YS, 0.0f, Y + (n * g->Cy + gr * Cyg) * g->YS, g->YS);
+/* Output columns [j0, j1) (positions in the flattened Y volume) of the im2col of a group's X
+ * channels: col[r * ld + q - j0] for row r = (channel, kernel offset), line by line. */
+static void im2col_columns(const geom *g, const float *x, float *col, int64_t ld, int64_t j0, int64_t j1) {
+  const int64_t rows = g->Cx / g->G * g->K, ys2 = g->ys[2];
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t c = r / g->K, kk = r % g->K;
+    const int64_t k0 = kk / (g->k[1] * g->k[2]), k1 = (kk / g->k[2]) % g->k[1], k2 = kk % g->k[2];
+    for (int64_t q = j0; q < j1;) {
+      const int64_t line = q / ys2, c0 = q % ys2, c1 = c0 + (j1 - q) < ys2 ? c0 + (j1 - q) : ys2;
+      const int64_t i0 = SRC(g, 0, line / g->ys[1], k0), i1 = SRC(g, 1, line % g->ys[1], k1);
+      float *dst = col + r * ld + (q - c0 - j0); /* dst[c2]: column line * ys2 + c2 */
+      if (i0 < 0 || i0 >= g->xs[0] || i1 < 0 || i1 >= g->xs[1])
+        memset(dst + c0, 0, sizeof(float) * (size_t)(c1 - c0));
+      else
+        im2col_segment(g, x + c * g->XS + (i0 * g->xs[1] + i1) * g->xs[2], k2, dst, c0, c1);
+      q += c1 - c0;
     }
+  }
+}
+
+/* A 1x1 convolution with stride 1 and no padding: im2col(X) is X itself. */
+static int col_is_x(const geom *g) {
+  for (int d = 0; d < 3; d++)
+    if (g->k[d] != 1 || g->st[d] != 1 || g->pad[d] != 0) return 0;
+  return 1;
+}
+
+/* to_y's tasks: (sample, group, block of output columns), each the im2col of its block into
+ * its own cache-sized buffer, then W_g @ that block into Y (BLAS on one thread: a nested
+ * vnc_sgemm runs serially), then the bias on the block while it is in cache. */
+typedef struct to_y_job {
+  const geom *g;
+  const float *X, *W, *bias;
+  float *Y;
+  int64_t block, nblocks;
+} to_y_job;
+
+static void to_y_blocks(void *ctx, int64_t t0, int64_t t1) {
+  const to_y_job *j = ctx;
+  const geom *g = j->g;
+  const int64_t Cxg = g->Cx / g->G, Cyg = g->Cy / g->G, CK = Cxg * g->K;
+  const int direct = col_is_x(g);
+  float *col = direct ? NULL : malloc(sizeof(float) * (size_t)(CK * j->block));
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t n = t / (g->G * j->nblocks), gr = t / j->nblocks % g->G, j0 = t % j->nblocks * j->block;
+    const int64_t j1 = j0 + j->block < g->YS ? j0 + j->block : g->YS;
+    const float *x = j->X + (n * g->Cx + gr * Cxg) * g->XS;
+    float *y = j->Y + (n * g->Cy + gr * Cyg) * g->YS + j0;
+    if (!direct) im2col_columns(g, x, col, j1 - j0, j0, j1);
+    vnc_sgemm(0, 0, Cyg, j1 - j0, CK, 1.0f, j->W + gr * Cyg * CK, CK, direct ? x + j0 : col, direct ? g->XS : j1 - j0,
+              0.0f, y, g->YS);
+    if (j->bias)
+      for (int64_t o = 0; o < Cyg; o++) {
+        const float b = j->bias[gr * Cyg + o];
+        for (int64_t q = 0; q < j1 - j0; q++) y[o * g->YS + q] += b;
+      }
+  }
+  free(col);
+}
+
+/* Y[n] = W @ im2col(X[n]) (+ bias) per group (Y fully written). Blocks of about 256 KiB of
+ * im2col columns (16 to 512 columns). */
+static void to_y(const geom *g, const float *X, const float *W, const float *bias, float *Y) {
+  const int64_t CK = g->Cx / g->G * g->K;
+  int64_t block = (65536 / (CK > 0 ? CK : 1)) / 16 * 16;
+  block = block < 16 ? 16 : block > 512 ? 512 : block;
+  if (block > g->YS) block = g->YS > 0 ? g->YS : 1;
+  to_y_job j = {g, X, W, bias, Y, block, (g->YS + block - 1) / block};
+  vnc_parallel_for(g->N * g->G * j.nblocks, 1, to_y_blocks, &j);
 }
 
 /* X[n] += col2im(W^T @ Y[n]) per group (X zeroed by the caller). */
@@ -645,13 +718,13 @@ static vnc_status conv_fwd_run(void *arg) {
     case ENGINE_DEPTHWISE_CL: dwcl_forward(&g, in, w, b, out); break;
     case ENGINE_POINTWISE_CL: pw_forward(&g, in, w, b, out); break;
     default: {
-      float *col = im2col_buffer(&g);
-      if (p->transposed) {
-        memset(out, 0, sizeof(float) * (size_t)out_n);
-        to_x(&g, in, w, out, col);
-      } else {
-        to_y(&g, in, w, out, col);
+      if (!p->transposed) {
+        to_y(&g, in, w, b, out);
+        break;
       }
+      float *col = im2col_buffer(&g);
+      memset(out, 0, sizeof(float) * (size_t)out_n);
+      to_x(&g, in, w, out, col);
       free(col);
       if (b)
         for (int64_t n = 0; n < p->N; n++)
@@ -694,7 +767,7 @@ static vnc_status conv_bwd_run(void *arg) {
       }
       if (gi) {
         if (p->transposed) {
-          to_y(&g, go, w, gi, col);
+          to_y(&g, go, w, NULL, gi);
         } else {
           memset(gi, 0, sizeof(float) * (size_t)in_n);
           to_x(&g, go, w, gi, col);
