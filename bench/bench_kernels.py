@@ -204,7 +204,7 @@ def assorted() -> list[Result]:
     """Ops an op-by-op sweep against CPU found slow (their figures in the closing notes): topk at
     vocabulary sizes, extreme and leading-dim reductions, short-row and multi-dim means and sums,
     transposed copies, float16 conversions, clamp with tensor bounds, arange, depthwise and
-    channels_last 1x1 convolution, grouped-query attention, random fills and sin/cos/tan. Ten
+    channels_last 1x1 convolution, 3x3 convolution, grouped-query attention, random fills and sin/cos/tan. Ten
     calls per timed run: sub-millisecond ops are timed as a loop runs them."""
     timed = functools.partial(globals()["timed"], calls=10)
     B = (16, 128, 768)
@@ -237,6 +237,11 @@ def assorted() -> list[Result]:
               lambda x, w: F.conv2d(x, w, padding=1, groups=64)),
         timed("conv2d 1x1 channels_last 8x64x56x56", args(cl(8, 64, 56, 56), randn(64, 64, 1, 1, seed=1)),
               F.conv2d),
+        timed("conv2d 3x3 + bias 8x64x56x56", args(randn(8, 64, 56, 56), randn(64, 64, 3, 3, seed=1),
+                                                   randn(64, seed=2)),
+              lambda x, w, b: F.conv2d(x, w, b, padding=1)),
+        timed("conv2d 3x3 stride 2 8x64x56x56 -> 128", args(randn(8, 64, 56, 56), randn(128, 64, 3, 3, seed=1)),
+              lambda x, w: F.conv2d(x, w, stride=2, padding=1)),
         timed("SDPA GQA 4x8|2x512x64 causal", gqa,
               lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)),
     ] + random_and_trig()

@@ -1375,3 +1375,57 @@ def test_random_pointwise_reduction_graphs(ops, red, rows, cols, transpose, dtyp
     for a, b in zip(got, f(x, y)):
         assert_bitwise_equal(a, b)
     assert_compiled()
+
+
+def test_reduction_of_values_reading_no_tensor(neuron):
+    """sum/mean/amax of values that read no tensor (ones_like(x).sum(); the backward of floor of
+    a broadcast input sums a zeros_like) runs as a plain reduction (the fused one has no
+    producer inputs: it failed at run time)."""
+    x = torch.randn(4, 3)
+    for fn in (lambda x: torch.ones_like(x).sum(), lambda x: torch.full_like(x, 2.5).sum(1),
+               lambda x: torch.zeros_like(x).mean(0) + x, lambda x: torch.ones_like(x).amax(0)):
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(fn, backend="neuron")(x.to(neuron)).cpu(), fn(x))
+    a, b = torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True)
+    ad, bd = (t.detach().to(neuron).requires_grad_() for t in (a, b))
+    (a + b).floor().sum().backward()
+    torch._dynamo.reset()
+    torch.compile(lambda a, b: (a + b).floor(), backend="neuron")(ad, bd).sum().backward()
+    assert torch.equal(bd.grad.cpu(), b.grad) and torch.equal(ad.grad.cpu(), a.grad)
+
+
+@pytest.mark.parametrize("case", ["int - bool", "float - bool", "int ** -2", "relu(bool)", "abs(bool)"])
+def test_arguments_eager_refuses_raise_when_compiled(neuron, case):
+    """Arguments CPU's kernels refuse at run time, which tracing with fake tensors does not
+    check (a bool tensor subtracted, relu/abs of bool, integers to a negative power), are not
+    lowered: the op runs eagerly and raises eager's exception."""
+    b, i = torch.tensor([True, False]), torch.tensor([2, -3, 0])
+    fn, x = {"int - bool": (lambda b: 3 - b, b), "float - bool": (lambda b: 1.5 - b, b),
+             "int ** -2": (lambda i: torch.pow(i, -2), i), "relu(bool)": (torch.relu, b),
+             "abs(bool)": (torch.abs, b)}[case]
+    with pytest.raises(Exception) as cpu_error:
+        fn(x)
+    torch._dynamo.reset()
+    with pytest.raises(type(cpu_error.value)) as error:
+        torch.compile(fn, backend="neuron")(x.to(neuron)).cpu()
+    assert str(cpu_error.value).splitlines()[0] in str(error.value)
+    assert torch.compile(lambda t: t * 2, backend="neuron")(torch.ones(2, device=neuron)).cpu().tolist() == [2, 2]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_runtime_scalars_and_lerp_weights_of_16bit_ops_as_eager(neuron, dtype):
+    """A scalar that changes between calls (a run-time value after the first) is cast to the
+    16-bit dtype before adding, as eager casts it (2049 is 2048 in float16); lerp's scalar weight
+    stays in float32 (eager's opmath): bit-exact against eager. (A compiled optimizer's
+    _foreach_lerp_ reaches the backend as Dynamo's polyfill, sub then addcmul, for every
+    backend: 16-bit moments then differ from eager's in the last bit.)"""
+    x = torch.tensor([0.6, 1.0, -float("inf"), 3.3], dtype=dtype, device=neuron)
+    torch._dynamo.reset()
+    add = torch.compile(lambda x, s: x + s, backend="neuron")
+    for s in (3.0, 2049.0, 70000.0, 0.1, 257, 1025):
+        torch.testing.assert_close(add(x, s).cpu(), (x + s).cpu(), rtol=0, atol=0, equal_nan=True, msg=str(s))
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(4096, generator=g).to(dtype).to(neuron) for _ in range(2))
+    lerp = torch.compile(lambda a, b: torch.lerp(a, b, 0.3), backend="neuron")
+    assert torch.equal(lerp(a, b).cpu(), torch.lerp(a, b, 0.3).cpu())
+

@@ -134,12 +134,14 @@ def _fuse_reduction(lw, node, x, out, vnc_op, sum_like, name, dims, keepdim) -> 
             _coalesce([shape[d] for d in perm], [[ost[d] for d in perm], [ist[d] for d in perm]]) != \
             _coalesce(geo[0], geo[1]):
         return False
-    out_ref = lw.fresh_ref(out)
     loads = []
     for m in members:
         for i in m.inputs:
             if isinstance(i, Load) and not any(i.ref is l.ref for l in loads):
                 loads.append(i)
+    if not loads:  # values that read no tensor (ones_like(x).sum()): the reduction runs alone
+        return False
+    out_ref = lw.fresh_ref(out)
     lstrides = []
     for l in loads:
         bst = broadcast_strides(l.ref, shape)

@@ -413,7 +413,8 @@ class Lowerer:
         if target is aten.copy_.default and self.copy_into_input(node):
             return
         rule = RULES.get(target)
-        if rule is not None and isinstance(out, torch.Tensor) and (out.device.type == "neuron" or self._to_device(node)):
+        if rule is not None and isinstance(out, torch.Tensor) and (out.device.type == "neuron" or self._to_device(node)) \
+                and _cpu_accepts(node):
             self.cur_shape = tuple(out.shape)
             pw = rule(self, node, out)
             self.cur_shape = None
@@ -604,6 +605,47 @@ class Lowerer:
 # host scalars computed on the device keep their dtype there (float64 would run as float32)
 _DEVICE_SCALAR_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
+
+_ACCEPTS: dict = {}
+
+
+def _cpu_accepts(node) -> bool:
+    """Whether CPU's kernel accepts the node's arguments, tried once per (op, argument dtypes and
+    ranks, constants) on empty CPU tensors. ATen refuses some at run time only (sub of a bool
+    tensor, relu or abs of bool, integers to a negative power), where the fake tensors of
+    tracing do not; a node it refuses is not lowered but runs eagerly, raising as eager does."""
+    def stand_in(a):
+        if isinstance(a, torch.fx.Node):
+            v = a.meta.get("val")
+            if isinstance(v, torch.Tensor):
+                return torch.zeros((0,) * v.dim() if v.dim() else (), dtype=v.dtype)
+            if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return {torch.SymInt: 1, torch.SymFloat: 1.0, torch.SymBool: True}[type(v)]
+            return v
+        if isinstance(a, (list, tuple)):
+            return type(a)(stand_in(e) for e in a)
+        if isinstance(a, torch.device):
+            return torch.device("cpu")
+        return a
+
+    if not any(isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) for a in node.args) or \
+            any(isinstance(a, (list, tuple)) for a in (*node.args, *node.kwargs.values())):
+        return True  # factories and ops given sizes (full, new_zeros): nothing to refuse, and sizes to allocate
+    # real CPU tensors, outside the fake mode and dispatch modes the backend runs under
+    with torch.utils._python_dispatch._disable_current_modes(), torch.no_grad():
+        try:
+            args = stand_in(tuple(node.args))
+            kwargs = {k: stand_in(v) for k, v in node.kwargs.items()}
+            key = (node.target, repr(args), repr(sorted(kwargs.items())))
+        except Exception:  # noqa: BLE001 - an argument this cannot stand in for: the rule decides
+            return True
+        if key not in _ACCEPTS:
+            try:
+                node.target(*args, **kwargs)
+                _ACCEPTS[key] = True
+            except Exception:  # noqa: BLE001 - CPU refuses these arguments: eager raises its error
+                _ACCEPTS[key] = False
+    return _ACCEPTS[key]
 
 def _host_only(node) -> bool:
     """Whether every tensor `node` reads or returns is a CPU tensor: it runs on the host, as in

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from .ir import PW, Const
+from .ir import PW, Const, Load
 
 aten = torch.ops.aten
 
@@ -175,7 +175,9 @@ class Rules:
         r[aten.clamp_max.Tensor] = lambda lw, n, out: ew(lw, "minimum", n.args[:2], out)
         r[aten.where.self] = self._where
         r[aten.masked_fill.Scalar] = self._masked_fill
-        r[aten.lerp.Scalar] = lambda lw, n, out: ew(lw, "lerp", list(n.args[:2]) + [_number(n.args[2])], out)
+        # the weight is read in float32 (eager's opmath), never rounded to a 16-bit dtype
+        r[aten.lerp.Scalar] = lambda lw, n, out: None if not isinstance(n.args[2], (int, float)) else ew(
+            lw, "lerp", list(n.args[:2]) + [Const(float(n.args[2]), torch.float32, via=torch.float32)], out)
         r[aten.lerp.Tensor] = lambda lw, n, out: ew(lw, "lerp", n.args[:3], out)
         r[aten.addcmul.default] = lambda lw, n, out: ew(lw, "addcmul", n.args[:3], out, _scalar_params(n.kwargs.get("value", 1)))
         r[aten.addcdiv.default] = lambda lw, n, out: ew(lw, "addcdiv", n.args[:3], out, _scalar_params(n.kwargs.get("value", 1)))
@@ -207,8 +209,16 @@ class Rules:
         if not lw.ew_supported(row, compute):
             return None
         ops = [lw.val(a, compute) for a in args]
-        if compute in REDUCED and row not in OPMATH_SCALAR_ROWS:  # Python numbers read in the 16-bit dtype
-            ops = [Const(x.value, compute, via=compute) if isinstance(x, Const) and x.via is None else x for x in ops]
+        if compute in REDUCED:
+            if row not in OPMATH_SCALAR_ROWS:  # Python numbers read in the 16-bit dtype
+                ops = [Const(x.value, compute, via=compute) if isinstance(x, Const) and x.via is None else x for x in ops]
+            # Tensors of another dtype (a 0-dim float32 tensor, a run-time scalar, integers) are
+            # cast to the 16-bit dtype first, as eager's TensorIterator casts them, except mul's
+            # and div's one-element second operand, read unrounded (elementwise.c's round_in).
+            ops = [PW("cast", [x], compute, compute, {}, tuple(out.shape))
+                   if isinstance(x, (Load, PW)) and x.dtype not in (compute, torch.bool, torch.uint8, torch.int8) and
+                   not (k == 1 and row in OPMATH_SCALAR_ROWS and isinstance(x, Load) and x.ref.numel == 1) else x
+                   for k, x in enumerate(ops)]
         return PW(row, ops, out.dtype, compute, params or {}, tuple(out.shape))
 
     def _div_mode(self, lw, n, out):

@@ -397,8 +397,13 @@ static inline float vnc_f_clamp_tensor(float a, float lo, float hi) {
   r = isnan(a) ? a : r;
   return (isnan(lo) || isnan(hi)) ? NAN : r;
 }
+/* The float32 forms of ATen's vectorised CPU kernels (its scalar tails round in between
+ * instead), which give most of CPU's elements: add/sub with alpha fma(b, +-alpha, a), addcmul
+ * fma(value * t1, t2, self), addcdiv self + (value * t1) / t2, and lerp one fused multiply-add
+ * from the nearer end (aten/src/ATen/native/cpu: BinaryOpsKernel, PointwiseOpsKernel,
+ * LerpKernel; checked bit for bit against CPU PyTorch by tests/test_user_paths.py). */
 static inline float vnc_f_lerp(float a, float b, float w) {
-  return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+  return fabsf(w) < 0.5f ? vnc_fmaf(w, b - a, a) : vnc_fmaf(w - 1.0f, b - a, b);
 }
 /* erfinv: M. Giles' single-precision approximation ("Approximating the erfinv function",
  * GPU Computing Gems Jade Edition, 2011), refined by one Newton step on erf. */

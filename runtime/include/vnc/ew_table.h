@@ -37,8 +37,8 @@ typedef struct vnc_ew_na {
 /* clang-format off */
 #define VNC_EW_TABLE(X) \
   /* arithmetic (P->f[0] / P->i[0] = alpha) */ \
-  X(add, 2, S, a + (float)P->f[0] * b, (T)(a + (T)P->i[0] * b), a || (P->i[0] && b), a + vnc_c_scale(b, P->f[0])) \
-  X(sub, 2, S, a - (float)P->f[0] * b, (T)(a - (T)P->i[0] * b), VNC_NA, a - vnc_c_scale(b, P->f[0])) \
+  X(add, 2, S, vnc_fmaf(b, (float)P->f[0], a), (T)(a + (T)P->i[0] * b), a || (P->i[0] && b), a + vnc_c_scale(b, P->f[0])) \
+  X(sub, 2, S, vnc_fmaf(b, -(float)P->f[0], a), (T)(a - (T)P->i[0] * b), VNC_NA, a - vnc_c_scale(b, P->f[0])) \
   X(mul, 2, S, a * b, (T)(a * b), a && b, vnc_c_mul(a, b)) \
   X(div, 2, S, a / b, VNC_NA, VNC_NA, vnc_c_div(a, b)) \
   X(div_trunc, 2, S, truncf(a / b), VNC_I_DIV_TRUNC(T, a, b), VNC_NA, VNC_NA) \
@@ -149,8 +149,8 @@ typedef struct vnc_ew_na {
   /* ternary: a = self */ \
   X(where, 3, S, a != 0.0f ? b : c, (T)(a != 0 ? b : c), a ? b : c, a != 0 ? b : c) /* a = condition */ \
   X(lerp, 3, S, vnc_f_lerp(a, b, c), VNC_NA, VNC_NA, VNC_NA) \
-  X(addcmul, 3, S, a + (float)P->f[0] * b * c, (T)(a + (T)P->i[0] * b * c), VNC_NA, VNC_NA) \
-  X(addcdiv, 3, S, a + (float)P->f[0] * (b / c), VNC_NA, VNC_NA, VNC_NA)
+  X(addcmul, 3, S, vnc_fmaf((float)P->f[0] * b, c, a), (T)(a + (T)P->i[0] * b * c), VNC_NA, VNC_NA) \
+  X(addcdiv, 3, S, a + ((float)P->f[0] * b) / c, VNC_NA, VNC_NA, VNC_NA)
 /* clang-format on */
 
 typedef enum vnc_ew_op {

@@ -1,7 +1,8 @@
 /* Fused optimizer steps (see vnc/optim.h): Adam, AdamW, SGD, Adagrad. The list is cut into
  * chunks of CHUNK elements, processed in parallel; each chunk is loaded into float32 buffers,
- * updated with the foreach sequence's roundings (Adagrad: ATen's fused kernel's), and stored
- * back. */
+ * updated with the foreach sequence's roundings (its add with alpha, addcmul and lerp as the
+ * elementwise rows compute them: fused multiply-adds, vnc/ew_scalar.h; Adagrad: ATen's fused
+ * kernel's), and stored back. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,11 +67,11 @@ static void adam_chunk(const vnc_optim_config *c, const step_scalars *s, float *
     float gi = c->maximize ? -g[i] : g[i];
     if (c->weight_decay != 0) {
       if (c->kind == VNC_OPTIM_ADAMW) p[i] = p[i] * s->decay;
-      else gi = gi + s->wd * p[i];
+      else gi = vnc_fmaf(p[i], s->wd, gi); /* _foreach_add(grads, params, alpha=wd) */
     }
     m[i] = vnc_f_lerp(m[i], gi, s->lerp_w);
     v[i] = v[i] * s->beta2;
-    v[i] = v[i] + s->one_minus_beta2 * gi * gi;
+    v[i] = vnc_fmaf(s->one_minus_beta2 * gi, gi, v[i]); /* _foreach_addcmul_ */
     float d;
     if (c->amsgrad) {
       vmax[i] = (isnan(v[i]) || v[i] > vmax[i]) ? v[i] : vmax[i];
@@ -80,7 +81,7 @@ static void adam_chunk(const vnc_optim_config *c, const step_scalars *s, float *
     }
     d = d / s->bc2_sqrt;
     d = d + s->eps;
-    p[i] = p[i] + s->step_size * (m[i] / d);
+    p[i] = p[i] + (s->step_size * m[i]) / d; /* _foreach_addcdiv_ */
   }
 }
 
@@ -89,12 +90,12 @@ static void sgd_chunk(const vnc_optim_config *c, const step_scalars *s, float *p
   (void)v, (void)vmax;
   for (int64_t i = 0; i < len; i++) {
     float gi = c->maximize ? -g[i] : g[i];
-    if (c->weight_decay != 0) gi = gi + s->wd * p[i];
+    if (c->weight_decay != 0) gi = vnc_fmaf(p[i], s->wd, gi);
     if (c->momentum != 0) {
-      m[i] = c->first_step ? gi : m[i] * s->momentum + s->one_minus_dampening * gi;
-      gi = c->nesterov ? gi + s->momentum * m[i] : m[i];
+      m[i] = c->first_step ? gi : vnc_fmaf(gi, s->one_minus_dampening, m[i] * s->momentum);
+      gi = c->nesterov ? vnc_fmaf(m[i], s->momentum, gi) : m[i];
     }
-    p[i] = p[i] + s->neg_lr * gi;
+    p[i] = vnc_fmaf(gi, s->neg_lr, p[i]);
   }
 }
 
