@@ -204,7 +204,8 @@ def assorted() -> list[Result]:
     """Ops an op-by-op sweep against CPU found slow (their figures in the closing notes): topk at
     vocabulary sizes, extreme and leading-dim reductions, short-row and multi-dim means and sums,
     transposed copies, float16 conversions, clamp with tensor bounds, arange, depthwise and
-    channels_last 1x1 convolution, 3x3 convolution, grouped-query attention, random fills and sin/cos/tan. Ten
+    channels_last 1x1 convolution, 3x3 convolution, grouped-query attention, random fills, sin/cos/tan and
+    the other transcendentals. Ten
     calls per timed run: sub-millisecond ops are timed as a loop runs them."""
     timed = functools.partial(globals()["timed"], calls=10)
     B = (16, 128, 768)
@@ -266,6 +267,28 @@ def random_and_trig() -> list[Result]:
     for name in ("sin", "cos", "tan"):
         rows.append(timed(f"{name} 4M, out=", args(angles, empty),
                           lambda x, o, f=getattr(torch, name): f(x, out=o)))
+    return rows + transcendentals()
+
+
+def transcendentals() -> list[Result]:
+    """Inverse trigonometric, hyperbolic, base-2/10 and two-operand functions into out= tensors,
+    4M float32 elements, arguments spread over each function's usual domain."""
+    timed = functools.partial(globals()["timed"], calls=10)
+    n = 4 << 20
+
+    def spread(lo, hi, seed=5):
+        return lambda d: (torch.rand(n, generator=torch.Generator().manual_seed(seed)) * (hi - lo) + lo).to(d)
+
+    empty = lambda d: torch.empty(n, device=d)  # noqa: E731
+    unary = [("atan", -10, 10), ("asin", -1, 1), ("acos", -1, 1), ("sinh", -10, 10), ("cosh", -10, 10),
+             ("exp2", -20, 20), ("log2", 0.01, 100), ("log10", 0.01, 100), ("asinh", -100, 100),
+             ("acosh", 1, 100), ("atanh", -0.99, 0.99), ("erfinv", -0.99, 0.99), ("erfc", -3, 3)]
+    rows = [timed(f"{name} 4M, out=", args(spread(lo, hi), empty), lambda x, o, f=getattr(torch, name): f(x, out=o))
+            for name, lo, hi in unary]
+    for name, (lo, hi), (lo2, hi2) in (("atan2", (-10, 10), (-10, 10)), ("hypot", (-10, 10), (-10, 10)),
+                                       ("pow", (0.1, 10), (-3, 3))):
+        rows.append(timed(f"{name} 4M, out=", args(spread(lo, hi), spread(lo2, hi2, 6), empty),
+                          lambda x, y, o, f=getattr(torch, name): f(x, y, out=o)))
     return rows
 
 

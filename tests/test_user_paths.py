@@ -894,3 +894,47 @@ def test_fused_multiply_add_forms_as_cpus_vectorised_kernels(native, dtype):
         want = f(a, b, c)
         got = f(a.to(native), b.to(native), c.to(native))
         torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, msg=lambda m, k=k: f"case {k}: {m}")
+
+
+# ---------------------------------------------------------------- vectorised transcendentals
+
+_SPECIAL = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1e-45, -1e-45,
+            1e-30, 3.4028234663852886e38, -3.4028234663852886e38, 1.0000001, -1.0000001, 0.99999994, 100.0, -100.0]
+
+
+@pytest.mark.parametrize("op", ["atan", "asin", "acos", "sinh", "cosh", "exp2", "log2", "log10", "asinh", "acosh",
+                                "atanh"])
+def test_transcendentals_as_cpu(native, op):
+    """The branch-free float32 forms (vnc/ew_scalar.h): special values (signed zeros,
+    infinities, NaN, the domain's edges) exactly as CPU, other values within a few ulp."""
+    f = getattr(torch, op)
+    sp = torch.tensor(_SPECIAL)
+    got, want = f(sp.to("neuron")).cpu(), f(sp)
+    edge = ~torch.isfinite(sp) | (sp == 0) | (sp.abs() == 1) | ~torch.isfinite(want)
+    torch.testing.assert_close(got[edge], want[edge], rtol=0, atol=0, equal_nan=True)
+    num = ~want.isnan()  # a NaN's sign bit is not specified
+    assert torch.equal(got[num].signbit(), want[num].signbit())
+    torch.testing.assert_close(got, want, rtol=4e-7, atol=0, equal_nan=True)
+    x = _x(100003) * 3
+    x = x.tanh() * 0.999 if op in ("asin", "acos", "atanh") else (x.abs() + 1 if op == "acosh" else x)
+    x = x.abs() + 1e-3 if op in ("log2", "log10") else x
+    torch.testing.assert_close(f(x.to("neuron")).cpu(), f(x), rtol=4e-7, atol=1e-30, equal_nan=True)
+    _ran(f"aten::{op}")
+
+
+def test_atan2_and_hypot_as_cpu(native):
+    """atan2 and hypot over every pair of special values (C's quadrant, signed-zero and
+    infinity rules) exactly as CPU; random pairs within a few ulp."""
+    sp = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1.0, -1.0, 3.0, -3e38, 1e-45])
+    a, b = sp.repeat_interleave(len(sp)), sp.repeat(len(sp))
+    for f in (torch.atan2, torch.hypot):
+        got, want = f(a.to("neuron"), b.to("neuron")).cpu(), f(a, b)
+        edge = (a == 0) | (b == 0) | ~torch.isfinite(a) | ~torch.isfinite(b)
+        torch.testing.assert_close(got[edge], want[edge], rtol=0, atol=0, equal_nan=True)
+        num = ~want.isnan()
+        assert torch.equal(got[num].signbit(), want[num].signbit())
+        torch.testing.assert_close(got, want, rtol=4e-7, atol=0, equal_nan=True)
+        x, y = _x(100003, seed=1) * 10, _x(100003, seed=2) * 10
+        torch.testing.assert_close(f(x.to("neuron"), y.to("neuron")).cpu(), f(x, y), rtol=4e-7, atol=1e-30)
+    _ran("aten::atan2")
+    _ran("aten::hypot")

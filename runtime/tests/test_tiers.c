@@ -388,6 +388,31 @@ static double max_ulp(float (*f)(float), double (*g)(double), float lo, float hi
   return worst;
 }
 
+/* The largest error in ulp of f against double libm g over every float whose bits are a
+ * multiple of the stride (all signs and magnitudes, subnormals too); where g is NaN or
+ * infinite f must be NaN or the same infinity (else the result is a huge error). */
+static double max_ulp_bits(float (*f)(float), double (*g)(double), uint32_t stride) {
+  double worst = 0;
+  for (uint64_t i = 0; i < (1ull << 32); i += stride) {
+    const uint32_t u = (uint32_t)i;
+    float x;
+    memcpy(&x, &u, 4);
+    const double want = g((double)x);
+    const float got = f(x);
+    if (isnan(want) || isinf(want)) {
+      if (isnan(want) ? !isnan(got) : got != (float)want) worst = 1e9;
+      continue;
+    }
+    const double ulp = fabs(want) < FLT_MIN ? ldexp(1.0, -149) : ldexp(1.0, ilogb((float)want) - 23);
+    const double e = fabs((double)got - want) / ulp;
+    if (e > worst) worst = e;
+  }
+  return worst;
+}
+static double ref_exp2(double x) { return exp2(x); }
+/* bit-identical to libm (any NaN for NaN) */
+static int same_f(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, 4) == 0; }
+
 static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static float f_sigmoid(float x) { return vnc_f_sigmoid(x); }
 
@@ -435,6 +460,61 @@ static void accuracy(void) {
   CHECK(signbit(vnc_sinf(-0.0f)) && signbit(vnc_tanf(-0.0f)) && vnc_cosf(-0.0f) == 1.0f);
   CHECK(isnan(vnc_sinf(INFINITY)) && isnan(vnc_cosf(-INFINITY)) && isnan(vnc_tanf(NAN)) && isnan(vnc_sinf(NAN)));
   CHECK(vnc_sinf(3e6f) == sinf(3e6f) && vnc_cosf(-3e9f) == cosf(-3e9f)); /* libm beyond the reduced range */
+  /* inverse trigonometric, hyperbolic, exp2/log2/log10: every 4099th float, then the dense
+   * ranges; special values (signed zeros, infinities, NaN, domain edges) exactly as libm */
+  struct { const char *name; float (*f)(float); double (*g)(double); float (*l)(float); double bound; float lo, hi; } un[] = {
+      {"atan", vnc_atanf, atan, atanf, 2.0, -3.0f, 3.0f},      {"asin", vnc_asinf, asin, asinf, 2.0, -1.0f, 1.0f},
+      {"acos", vnc_acosf, acos, acosf, 2.0, -1.0f, 1.0f},      {"sinh", vnc_sinhf, sinh, sinhf, 2.0, -89.0f, 89.0f},
+      {"cosh", vnc_coshf, cosh, coshf, 2.0, -89.0f, 89.0f},    {"exp2", vnc_exp2f, ref_exp2, exp2f, 2.0, -150.0f, 128.0f},
+      {"log2", vnc_log2f, log2, log2f, 2.0, 0.25f, 4.0f},      {"log10", vnc_log10f, log10, log10f, 2.0, 0.25f, 4.0f},
+      {"asinh", vnc_asinhf, asinh, asinhf, 2.0, -3.0f, 3.0f},  {"acosh", vnc_acoshf, acosh, acoshf, 2.0, 1.0f, 4.0f},
+      {"atanh", vnc_atanhf, atanh, atanhf, 2.0, -1.0f, 1.0f},
+  };
+  const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f, FLT_MAX, -FLT_MAX, 1e-45f, -1e-45f,
+                      FLT_MIN, 200.0f, -200.0f, 1e-30f};
+  const int nsp = (int)(sizeof sp / sizeof sp[0]);
+  for (size_t k = 0; k < sizeof un / sizeof un[0]; k++) {
+    const double all = max_ulp_bits(un[k].f, un[k].g, 4099), dense = max_ulp(un[k].f, un[k].g, un[k].lo, un[k].hi, 400000);
+    int specials = 1;
+    for (int i = 0; i < nsp; i++) specials &= same_f(un[k].f(sp[i]), un[k].l(sp[i]));
+    printf("%-6s max %.2f ulp over the floats, %.2f on [%g, %g]; specials %s\n", un[k].name, all, dense,
+           (double)un[k].lo, (double)un[k].hi, specials ? "as libm" : "DIFFER");
+    CHECK(all <= un[k].bound && dense <= un[k].bound && specials);
+  }
+  CHECK(vnc_exp2f(-3.0f) == 0.125f && vnc_exp2f(100.0f) == 0x1p100f && vnc_exp2f(-149.0f) == 1e-45f);
+  CHECK(vnc_log2f(0x1p-140f) == -140.0f && vnc_log2f(1024.0f) == 10.0f && vnc_log10f(1.0f) == 0.0f);
+  CHECK(vnc_asinf(1.0f) == asinf(1.0f) && vnc_acosf(-1.0f) == acosf(-1.0f) && vnc_acosf(1.0f) == 0.0f);
+  CHECK(isnan(vnc_asinf(1.0000001f)) && isnan(vnc_acosf(-1.0000001f)) && isnan(vnc_acoshf(0.9999999f)));
+  CHECK(vnc_atanhf(1.0f) == INFINITY && vnc_atanhf(-1.0f) == -INFINITY && isnan(vnc_atanhf(1.0000001f)));
+  /* atan2 and hypot over pairs: random bit patterns and nearby exponents; every pair with a
+   * zero, infinite or NaN operand exactly as libm (C11 F.10.1.4, F.10.4.3), the others within
+   * an ulp of it */
+  double w2 = 0;
+  int hyp_same = 1, pairs_same = 1, close = 1;
+  for (int i = 0; i < 2000000; i++) {
+    uint32_t ua = next_u32(), ub = next_u32();
+    if (i & 1) ub = (ua & 0xff800000u) ^ (ub & 0x807fffffu) ^ ((ub & 0x7u) << 23);
+    float a, b;
+    memcpy(&a, &ua, 4);
+    memcpy(&b, &ub, 4);
+    if (isnan(a) || isnan(b)) continue;
+    const double want = atan2((double)a, (double)b);
+    if (fabs(want) >= FLT_MIN) {
+      const double e = fabs((double)vnc_atan2f(a, b) - want) / ldexp(1.0, ilogb((float)want) - 23);
+      w2 = e > w2 ? e : w2;
+    }
+    hyp_same &= same_f(vnc_hypotf(a, b), hypotf(a, b));
+  }
+  for (int i = 0; i < nsp; i++)
+    for (int j = 0; j < nsp; j++) {
+      const float a = sp[i], b = sp[j], r = vnc_atan2f(a, b), l = atan2f(a, b);
+      const int edge = a == 0.0f || b == 0.0f || isinf(a) || isinf(b) || isnan(a) || isnan(b);
+      if (edge) pairs_same &= same_f(r, l) && same_f(vnc_hypotf(a, b), hypotf(a, b));
+      else close &= fabsf(r - l) <= ldexpf(1.0f, ilogb(l) - 23);
+    }
+  printf("atan2  max %.2f ulp over pairs; zero/inf/NaN pairs %s; hypot %s\n", w2, pairs_same ? "as libm" : "DIFFER",
+         hyp_same ? "as libm" : "DIFFERS");
+  CHECK(w2 <= 2.0 && pairs_same && close && hyp_same);
 }
 
 /* vnc_fmaf against libm's fmaf (correctly rounded, C11 7.12.13.1) bit for bit: specials, then

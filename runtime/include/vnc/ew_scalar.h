@@ -144,7 +144,8 @@ static inline float vnc_expm1f(float x) {
  * log(m) = f - f^2/2 + f^3 P(f) with f = m - 1, plus e ln2 in two parts. Subnormals are
  * scaled by 2^23 first. About 1 ulp; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf.
  * vnc_log_core is the formula for xs = x * 2^-esub normal, positive and finite. */
-static inline float vnc_log_core(float xs, int32_t esub) {
+/* f^3 P(f) for x = xs * 2^-esub = 2^ef (1 + f) (ef and f in *ef_out, *f_out). */
+static inline float vnc_log_reduce(float xs, int32_t esub, float *ef_out, float *f_out) {
   const int32_t ix = vnc_f_bits(xs);
   const int32_t e = ((ix >> 23) & 0xff) - 126 - esub;
   const float m = vnc_bits_f((ix & 0x007fffff) | 0x3f000000); /* [0.5, 1) */
@@ -161,7 +162,14 @@ static inline float vnc_log_core(float xs, int32_t esub) {
   p = vnc_fmaf(p, f, 2.0000714765e-1f);
   p = vnc_fmaf(p, f, -2.4999993993e-1f);
   p = vnc_fmaf(p, f, 3.3333331174e-1f);
-  float y = (p * f) * z;
+  *ef_out = ef;
+  *f_out = f;
+  return (p * f) * z;
+}
+static inline float vnc_log_core(float xs, int32_t esub) {
+  float ef, f;
+  float y = vnc_log_reduce(xs, esub, &ef, &f);
+  const float z = f * f;
   y = vnc_fmaf(ef, -2.12194440e-4f, y);
   y = vnc_fmaf(-0.5f, z, y);
   const float r = f + y;
@@ -172,13 +180,16 @@ static inline float vnc_log_core(float xs, int32_t esub) {
  * without its subnormal scaling and special-value selects. */
 static inline float vnc_logf_normal(float x) { return vnc_log_core(x, 0); }
 
-static inline float vnc_logf(float x) {
-  const int sub = x < 1.17549435e-38f;
-  float r = vnc_log_core(sub ? x * 8388608.0f : x, sub ? 23 : 0);
+/* r where x is positive and finite, else log's special values: inf, NaN below 0, -inf at 0. */
+static inline float vnc_log_special(float x, float r) {
   r = x == INFINITY ? x : r;
   r = x < 0.0f ? NAN : r;
   r = x == 0.0f ? -INFINITY : r;
   return x != x ? x : r;
+}
+static inline float vnc_logf(float x) {
+  const int sub = x < 1.17549435e-38f;
+  return vnc_log_special(x, vnc_log_core(sub ? x * 8388608.0f : x, sub ? 23 : 0));
 }
 
 /* log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term restores
@@ -285,6 +296,185 @@ static inline float vnc_erff_e(float x, float e) {
 static inline float vnc_erff(float x) {
   const float xc = fabsf(x) > 4.0f ? 4.0f : x;
   return vnc_erff_e(x, vnc_expf_bounded(-xc * xc));
+}
+
+/* ---- inverse trigonometric, hyperbolic, base-2 and base-10 functions ----
+ * Branch-free as the functions above; plain + - * / and sqrt (no vnc_fmaf), so the SSE2 tier
+ * has no emulated fused operations to pay for, and -ffp-contract=off keeps every tier's bits
+ * the same. Results of the form k c + p (a multiple of pi/4 or pi/2 plus a polynomial) add
+ * the constant's head and tail separately: k c_hi is exact, and the tail joins p first. */
+#define VNC_PIO4_HI 0x1.921fb8p-1f        /* pi/4 to 22 bits: k * it is exact for k <= 4 */
+#define VNC_PIO4_LO -8.14603424714733e-08f /* pi/4 - VNC_PIO4_HI */
+#define VNC_PIO2_HI 1.57079637050628662f  /* pi/2 rounded to float */
+#define VNC_PIO2_LO -4.37113882867379e-08f /* pi/2 - VNC_PIO2_HI */
+
+/* atan(y / x) for y, x >= 0 (or NaN) as k pi/4 + p, k in {0, 1, 2}: the reduction of Cephes'
+ * atanf (S. L. Moshier, Cephes Math Library, atanf.c) to |t| <= tan(pi/8), t = y / x, (y - x) /
+ * (y + x) or -x / y, without forming y / x (which over- or underflows), then Cephes' polynomial.
+ * The middle quotient is taken in double (its difference and sum are exact there), so t is
+ * rounded once in every case. Both infinite gives k = 1, t = 0 (pi/4); both zero k = 0, t = 0.
+ * Within 2.3 ulp, the polynomial's own error (test_tiers.c). */
+static inline double vnc_sel_d(int64_t m, double a, double b) { /* m all ones: a, 0: b (bitwise) */
+  uint64_t ia, ib;
+  memcpy(&ia, &a, sizeof ia);
+  memcpy(&ib, &b, sizeof ib);
+  ia = (ia & (uint64_t)m) | (ib & ~(uint64_t)m);
+  memcpy(&a, &ia, sizeof a);
+  return a;
+}
+static inline float vnc_atan_octant(float ay, float ax, float *k) {
+  /* in double, selecting by bit masks: GCC threads the jumps of repeated conditions on
+   * double selects and then vectorises nothing */
+  const double yd = (double)ay, xd = (double)ax; /* the bounds' products neither overflow nor round away */
+  const int64_t k0 = -(int64_t)(yd <= 0.41421356237309505 * xd), k2 = -(int64_t)!(yd <= 2.41421356237309505 * xd); /* NaN: k2 */
+  const int64_t fix = -(int64_t)(((yd == INFINITY) & (xd == INFINITY)) | ((yd == 0.0) & (xd == 0.0))); /* t = 0 */
+  const double num = vnc_sel_d(fix, 0.0, vnc_sel_d(k0, yd, vnc_sel_d(k2, -xd, yd - xd)));
+  const double den = vnc_sel_d(fix, 1.0, vnc_sel_d(k0, xd, vnc_sel_d(k2, yd, yd + xd)));
+  /* k: 0, 2 or 1; both infinite (k0 holds) 1, both zero (k0) 0 */
+  *k = (float)vnc_sel_d(k0 & ~(fix & -(int64_t)(yd != 0.0)), 0.0, vnc_sel_d(k2, 2.0, 1.0));
+  const float t = (float)(num / den), z = t * t;
+  return t + t * z * (((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z - 3.33329491539e-1f);
+}
+static inline float vnc_with_sign_of(float r, float s) { /* r >= 0 (or NaN) with the sign bit of s */
+  return vnc_bits_f(vnc_f_bits(r) | (vnc_f_bits(s) & (int32_t)0x80000000));
+}
+static inline float vnc_atanf(float x) {
+  float k;
+  const float p = vnc_atan_octant(fabsf(x), 1.0f, &k);
+  return vnc_with_sign_of(k * VNC_PIO4_HI + (k * VNC_PIO4_LO + p), x);
+}
+/* atan2 as C's atan2f, special cases included (C11 F.10.1.4: signed zeros give 0 or pi, the
+ * sign of y; infinities pi/4, 3pi/4, pi/2, pi): a negative x (-0 too) takes pi less the
+ * first-quadrant angle, k' = 4 - k; the result has y's sign. */
+static inline float vnc_atan2f(float y, float x) {
+  float k;
+  const float p = vnc_atan_octant(fabsf(y), fabsf(x), &k);
+  const int neg = vnc_f_bits(x) < 0;
+  const float kk = neg ? 4.0f - k : k, s = neg ? -p : p;
+  return vnc_with_sign_of(kk * VNC_PIO4_HI + (kk * VNC_PIO4_LO + s), y);
+}
+
+/* asin and acos: Cephes' asinf/acosf (S. L. Moshier, Cephes Math Library): asin(v) =
+ * v + v z P(z) (z = v^2) for v = |x| <= 0.5, else asin(|x|) = pi/2 - 2 asin(v) with v =
+ * sqrt(z), z = (1 - |x|) / 2 (exact). That v is taken in double and kept as vh + vl, so that its
+ * rounding does not double into the result: for c = 1 or 2 and a multiple k of pi/2,
+ * k pi/2 + s c asin(v) = (k pi/2_hi + s c vh) + (k pi/2_lo + s c (vl + vh z P(z))), where the
+ * first sum is exact or rounds a result at least twice c vh. |x| > 1 (and inf) gives sqrt of a
+ * negative number: NaN. About 1 ulp. */
+static inline float vnc_asin_combine(float x, float kpos, float kneg, float spos, float sneg, float ssmall, float ksmall) {
+  const float a = fabsf(x);
+  const int big = a > 0.5f, neg = vnc_f_bits(x) < 0;
+  const float zb = 0.5f * (1.0f - a), z = big ? zb : a * a;
+  const double vd = sqrt((double)zb);
+  const float vh = big ? (float)vd : a, vl = big ? (float)(vd - (double)(float)vd) : 0.0f;
+  const float tail = vl + vh * z * ((((4.2163199048e-2f * z + 2.4181311049e-2f) * z + 4.5470025998e-2f) * z + 7.4953002686e-2f) * z + 1.6666752422e-1f);
+  const float k = big ? (neg ? kneg : kpos) : ksmall;
+  const float sc = big ? (neg ? sneg : spos) * 2.0f : ssmall * (neg ? -1.0f : 1.0f);
+  return (k * VNC_PIO2_HI + sc * vh) + (k * VNC_PIO2_LO + sc * tail);
+}
+static inline float vnc_asinf(float x) { /* |x| <= 0.5: asin(|x|); above pi/2 - 2 asin(v); odd */
+  return vnc_with_sign_of(vnc_asin_combine(fabsf(x), 1.0f, 1.0f, -1.0f, -1.0f, 1.0f, 0.0f), x);
+}
+static inline float vnc_acosf(float x) { /* pi/2 - asin(x); 2 asin(v) above 0.5, pi - 2 asin(v) below -0.5 */
+  return vnc_asin_combine(x, 0.0f, 2.0f, 1.0f, -1.0f, -1.0f, 1.0f);
+}
+
+/* exp(a) / 2 for a >= 0 (or NaN): vnc_expf's reduction scaled by 2^(n-1), so that it stays
+ * finite up to a = 89.4, where sinh and cosh overflow. a is clamped to 104 (NaN too; callers
+ * select NaN), where the result is inf. */
+static inline float vnc_exp_half(float a) {
+  const float xc = a < 104.0f ? a : 104.0f;
+  float n;
+  const float e = vnc_exp_reduce(xc, &n) + 1.0f;
+  return vnc_ldexp2f(e, (int32_t)n - 1);
+}
+/* cosh(x) = h + 1/(4h), h = exp(|x|) / 2. About 1 ulp. */
+static inline float vnc_coshf(float x) {
+  const float h = vnc_exp_half(fabsf(x));
+  const float r = h + 0.25f / h;
+  return x != x ? x : r;
+}
+/* sinh(x): Cephes' sinhf (S. L. Moshier): its odd polynomial up to |x| = 1, above h - 1/(4h)
+ * with the sign of x. About 1.5 ulp. */
+static inline float vnc_sinhf(float x) {
+  const float a = fabsf(x), z = x * x, h = vnc_exp_half(a);
+  const float small = x + x * z * ((2.03721912945e-4f * z + 8.33028376239e-3f) * z + 1.66667160211e-1f);
+  const float r = a <= 1.0f ? small : vnc_with_sign_of(h - 0.25f / h, x);
+  return x != x ? x : r;
+}
+
+/* 2^x: Cephes' exp2f (S. L. Moshier): x = n + f, n the nearest integer, |f| <= 1/2, 2^f by
+ * its degree-6 polynomial, scaled by 2^n as vnc_expf (x clamped to [-151, 129], beyond which
+ * the result is 0 or inf). Integer x gives 2^x exactly. About 1 ulp. */
+static inline float vnc_exp2f(float x) {
+  float xc = x > -151.0f ? x : -151.0f; /* NaN -> -151: no NaN to int */
+  xc = xc < 129.0f ? xc : 129.0f;
+  const float n = (xc + 12582912.0f) - 12582912.0f, f = xc - n; /* both exact */
+  const float p = (((((1.535336188319500e-4f * f + 1.339887440266574e-3f) * f + 9.618437357674640e-3f) * f +
+                     5.550332471162809e-2f) * f + 2.402264791363012e-1f) * f + 6.931472028550421e-1f) * f + 1.0f;
+  const float y = vnc_ldexp2f(p, (int32_t)n);
+  return x != x ? x : y;
+}
+
+/* log2(x) and log10(x): vnc_logf's reduction x = 2^e (1 + f) and log(1 + f) = f + y (Cephes'
+ * logf polynomial, S. L. Moshier), then e log10(2) + (f + y) log10(e) (or e + (f + y) log2(e))
+ * in double, rounded once: about 1 ulp (Cephes' float sums of split constants reach 2). Powers
+ * of two give their exponent exactly in log2. Special values as vnc_logf. */
+static inline double vnc_log_parts(float x, float *ef) { /* f + y in double; x > 0 finite, subnormals scaled */
+  const int sub = x < 1.17549435e-38f;
+  float f;
+  const float y3 = vnc_log_reduce(sub ? x * 8388608.0f : x, sub ? 23 : 0, ef, &f);
+  return (double)f + (double)(y3 - 0.5f * (f * f));
+}
+static inline float vnc_log2f(float x) {
+  float ef;
+  const double l = vnc_log_parts(x, &ef);
+  return vnc_log_special(x, (float)((double)ef + l * 1.44269504088896340736));
+}
+static inline float vnc_log10f(float x) {
+  float ef;
+  const double l = vnc_log_parts(x, &ef);
+  return vnc_log_special(x, (float)((double)ef * 0.30102999566398119521 + l * 0.43429448190325182765));
+}
+
+/* log(v) of a double v (v <= FLT_MAX; 0, inf, NaN and negative v as vnc_logf) to float: with
+ * hi = v rounded to float and lo = v - hi, log(v) = log(hi) + lo / hi to first order, so the
+ * bits the rounding dropped still count (vnc_log1pf's correction). */
+static inline float vnc_logf_of_double(double v) {
+  const float hi = (float)v, lo = (float)(v - (double)hi);
+  return vnc_logf(hi) + (fabsf(lo) > 0.0f ? lo / hi : 0.0f); /* lo NaN (v inf) or 0: no term */
+}
+/* asinh, acosh, atanh: the textbook logarithms, log(|x| + sqrt(x^2 + 1)), log(x + sqrt(x^2 -
+ * 1)) and log((1 + |x|) / (1 - |x|)) / 2, with the argument in double (x^2 and 1 +- |x| exact,
+ * one rounding each for sqrt, sum and quotient), then vnc_logf_of_double: within 2 ulp (Cephes'
+ * float forms lose up to 3 near |x| = 0.5). Above 2^60, log(2x) as log(x) + log(2); below
+ * 2^-12 asinh(x) and atanh(x) round to x. */
+#define VNC_LN2F 0.693147180559945309f
+static inline float vnc_asinhf(float x) {
+  const float a = fabsf(x);
+  const double ad = (double)a;
+  const int big = a > 0x1p60f;
+  const float r = vnc_logf_of_double(big ? ad : ad + sqrt(ad * ad + 1.0)) + (big ? VNC_LN2F : 0.0f);
+  return vnc_with_sign_of(a < 0x1p-12f ? a : r, x);
+}
+static inline float vnc_acoshf(float x) { /* NaN below 1 */
+  const double xd = (double)x;
+  const int big = x > 0x1p60f;
+  const float r = vnc_logf_of_double(big ? xd : xd + sqrt(xd * xd - 1.0)) + (big ? VNC_LN2F : 0.0f);
+  return x < 1.0f ? NAN : r;
+}
+static inline float vnc_atanhf(float x) { /* |x| = 1: log(inf); |x| > 1: log of a negative number */
+  const float a = fabsf(x);
+  const double ad = (double)a;
+  const float r = 0.5f * vnc_logf_of_double((1.0 + ad) / (1.0 - ad));
+  return vnc_with_sign_of(a < 0x1p-12f ? a : r, x);
+}
+/* hypot(a, b) as glibc's hypotf: sqrt(a^2 + b^2) in double (no overflow, no underflow) rounded
+ * to float; inf if either is infinite, even with a NaN (C11 F.10.4.3). */
+static inline float vnc_hypotf(float a, float b) {
+  const double ad = (double)a, bd = (double)b;
+  const float r = (float)sqrt(ad * ad + bd * bd);
+  return (fabsf(a) == INFINITY || fabsf(b) == INFINITY) ? INFINITY : r;
 }
 
 /* x ** y as C's powf (IEEE 754 special cases: pow(-inf, 0.5) = inf, pow(-0, -0.5) = inf), the

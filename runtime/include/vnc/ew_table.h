@@ -46,8 +46,8 @@ typedef struct vnc_ew_na {
   X(remainder, 2, S, vnc_f_remainder(a, b), VNC_I_REM(T, a, b), VNC_NA, VNC_NA) \
   X(fmod, 2, S, fmodf(a, b), VNC_I_FMOD(T, a, b), VNC_NA, VNC_NA) \
   X(pow, 2, S, vnc_f_pow(a, b), (T)vnc_i_pow((int64_t)a, (int64_t)b), VNC_NA, VNC_NA) \
-  X(atan2, 2, S, atan2f(a, b), VNC_NA, VNC_NA, VNC_NA) \
-  X(hypot, 2, S, hypotf(a, b), VNC_NA, VNC_NA, VNC_NA) \
+  X(atan2, 2, S, vnc_atan2f(a, b), VNC_NA, VNC_NA, VNC_NA) \
+  X(hypot, 2, S, vnc_hypotf(a, b), VNC_NA, VNC_NA, VNC_NA) \
   X(xlogy, 2, S, isnan(b) ? NAN : (a == 0.0f ? 0.0f : a * vnc_logf(b)), VNC_NA, VNC_NA, VNC_NA) \
   X(maximum, 2, S, vnc_f_max(a, b), (T)(a > b ? a : b), a || b, VNC_NA) \
   X(minimum, 2, S, vnc_f_min(a, b), (T)(a < b ? a : b), a && b, VNC_NA) \
@@ -76,11 +76,11 @@ typedef struct vnc_ew_na {
   X(abs, 1, S, fabsf(a), VNC_I_ABS(T, a), a, VNC_NA) \
   X(sign, 1, S, vnc_f_sign(a), (T)VNC_I_SIGN(a), a, VNC_NA) \
   X(exp, 1, S, vnc_expf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(exp2, 1, S, exp2f(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(exp2, 1, S, vnc_exp2f(a), VNC_NA, VNC_NA, VNC_NA) \
   X(expm1, 1, S, vnc_expm1f(a), VNC_NA, VNC_NA, VNC_NA) \
   X(log, 1, S, vnc_logf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(log2, 1, S, log2f(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(log10, 1, S, log10f(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(log2, 1, S, vnc_log2f(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(log10, 1, S, vnc_log10f(a), VNC_NA, VNC_NA, VNC_NA) \
   X(log1p, 1, S, vnc_log1pf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(sqrt, 1, S, sqrtf(a), VNC_NA, VNC_NA, VNC_NA) \
   /* pow by a scalar special exponent: the launcher's rewrite of pow, ATen's formulas */ \
@@ -92,15 +92,15 @@ typedef struct vnc_ew_na {
   X(sin, 1, S, vnc_sinf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(cos, 1, S, vnc_cosf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(tan, 1, S, vnc_tanf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(asin, 1, S, asinf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(acos, 1, S, acosf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(atan, 1, S, atanf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(sinh, 1, S, sinhf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(cosh, 1, S, coshf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(asin, 1, S, vnc_asinf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(acos, 1, S, vnc_acosf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(atan, 1, S, vnc_atanf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(sinh, 1, S, vnc_sinhf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(cosh, 1, S, vnc_coshf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(tanh, 1, S, vnc_tanhf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(asinh, 1, S, asinhf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(acosh, 1, S, acoshf(a), VNC_NA, VNC_NA, VNC_NA) \
-  X(atanh, 1, S, atanhf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(asinh, 1, S, vnc_asinhf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(acosh, 1, S, vnc_acoshf(a), VNC_NA, VNC_NA, VNC_NA) \
+  X(atanh, 1, S, vnc_atanhf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(erf, 1, S, vnc_erff(a), VNC_NA, VNC_NA, VNC_NA) \
   X(erfc, 1, S, erfcf(a), VNC_NA, VNC_NA, VNC_NA) \
   X(erfinv, 1, S, vnc_f_erfinv(a), VNC_NA, VNC_NA, VNC_NA) \
