@@ -922,6 +922,18 @@ def test_transcendentals_as_cpu(native, op):
     _ran(f"aten::{op}")
 
 
+def test_erfinv_as_cpu(native):
+    """erfinv (Giles' double-precision approximation, within 1.1 ulp of the exact value):
+    +-1, beyond, NaN and zeros exactly as CPU, other values within a few ulp."""
+    sp = torch.tensor([0.0, -0.0, 1.0, -1.0, 1.0000001, -2.0, float("inf"), float("nan"), 1e-45, -1e-45])
+    got, want = torch.erfinv(sp.to("neuron")).cpu(), torch.erfinv(sp)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(got[~want.isnan()].signbit(), want[~want.isnan()].signbit())
+    x = _x(100003).tanh() * 0.9999
+    torch.testing.assert_close(torch.erfinv(x.to("neuron")).cpu(), torch.erfinv(x), rtol=4e-7, atol=1e-30)
+    _ran("aten::erfinv")
+
+
 def test_atan2_and_hypot_as_cpu(native):
     """atan2 and hypot over every pair of special values (C's quadrant, signed-zero and
     infinity rules) exactly as CPU; random pairs within a few ulp."""

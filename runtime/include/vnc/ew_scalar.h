@@ -542,7 +542,8 @@ static inline int vnc_logf_normal_ok(float v) { return v >= 1.17549435e-38f && v
   X(log, 1, vnc_logf_normal_ok(a), vnc_logf_normal(a)) \
   X(sin, 1, vnc_trig_reduced_ok(a), vnc_sinf_reduced(a)) \
   X(cos, 1, vnc_trig_reduced_ok(a), vnc_cosf_reduced(a)) \
-  X(tan, 1, vnc_trig_reduced_ok(a), vnc_tanf_reduced(a))
+  X(tan, 1, vnc_trig_reduced_ok(a), vnc_tanf_reduced(a)) \
+  X(erfinv, 1, vnc_erfinv_central_ok(a), vnc_erfinv_central_f(a))
 /* clang-format on */
 /* Python-style remainder: the result takes the divisor's sign (ATen remainder). */
 static inline float vnc_f_remainder(float a, float b) {
@@ -595,28 +596,79 @@ static inline float vnc_f_clamp_tensor(float a, float lo, float hi) {
 static inline float vnc_f_lerp(float a, float b, float w) {
   return fabsf(w) < 0.5f ? vnc_fmaf(w, b - a, a) : vnc_fmaf(w - 1.0f, b - a, b);
 }
-/* erfinv: M. Giles' single-precision approximation ("Approximating the erfinv function",
- * GPU Computing Gems Jade Edition, 2011), refined by one Newton step on erf. */
-static inline float vnc_f_erfinv(float x) {
-  if (!(fabsf(x) <= 1.0f)) return NAN;
-  if (fabsf(x) == 1.0f) return copysignf(INFINITY, x);
-  float w = -logf((1.0f - x) * (1.0f + x)), p;
-  if (w < 5.0f) {
-    w = w - 2.5f;
-    p = 2.81022636e-08f;
-    p = 3.43273939e-07f + p * w; p = -3.5233877e-06f + p * w; p = -4.39150654e-06f + p * w;
-    p = 0.00021858087f + p * w; p = -0.00125372503f + p * w; p = -0.00417768164f + p * w;
-    p = 0.246640727f + p * w; p = 1.50140941f + p * w;
-  } else {
-    w = sqrtf(w) - 3.0f;
-    p = -0.000200214257f;
-    p = 0.000100950558f + p * w; p = 0.00134934322f + p * w; p = -0.00367342844f + p * w;
-    p = 0.00573950773f + p * w; p = -0.0076224613f + p * w; p = 0.00943887047f + p * w;
-    p = 1.00167406f + p * w; p = 2.83297682f + p * w;
-  }
-  float y = p * x;
-  return y - (erff(y) - x) / (1.12837916709551257390f * expf(-y * y)); /* 2/sqrt(pi) */
+/* erfinv(x): M. Giles' double-precision approximation ("Approximating the erfinv function",
+ * GPU Computing Gems Jade Edition, 2011): with w = -log((1 - x)(1 + x)), erfinv(x) = x p(w),
+ * p a polynomial in w - 3.125 below w = 6.25 and in sqrt(w) - 3.25 above (float |x| < 1 keeps
+ * w below 16, where the paper's third range begins). Both are evaluated in double and the
+ * bit mask selects; (1 - x)(1 + x) is exact in double and its logarithm is vnc_logf_of_double's
+ * (its float-ulp error moves the result by about half as much, relatively). Within 1.1 ulp of
+ * the exact value (test_tiers.c); |x| = 1 gives +-inf, |x| > 1 and NaN NaN. The two ranges'
+ * polynomials are separate functions for the fast form below. */
+static inline double vnc_erfinv_w(float x) { /* w = -log((1 - x)(1 + x)) */
+  const double xd = (double)x;
+  return -(double)vnc_logf_of_double((1.0 - xd) * (1.0 + xd));
 }
+static inline double vnc_erfinv_central(double w) { /* p(w), w < 6.25 */
+  const double u = w - 3.125;
+  double p = -3.6444120640178196996e-21;
+  p = p * u - 1.685059138182016589e-19;
+  p = p * u + 1.2858480715256400167e-18;
+  p = p * u + 1.115787767802518096e-17;
+  p = p * u - 1.333171662854620906e-16;
+  p = p * u + 2.0972767875968561637e-17;
+  p = p * u + 6.6376381343583238325e-15;
+  p = p * u - 4.0545662729752068639e-14;
+  p = p * u - 8.1519341976054721522e-14;
+  p = p * u + 2.6335093153082322977e-12;
+  p = p * u - 1.2975133253453532498e-11;
+  p = p * u - 5.4154120542946279317e-11;
+  p = p * u + 1.051212273321532285e-09;
+  p = p * u - 4.1126339803469836976e-09;
+  p = p * u - 2.9070369957882005086e-08;
+  p = p * u + 4.2347877827932403518e-07;
+  p = p * u - 1.3654692000834678645e-06;
+  p = p * u - 1.3882523362786468719e-05;
+  p = p * u + 0.0001867342080340571352;
+  p = p * u - 0.00074070253416626697512;
+  p = p * u - 0.0060336708714301490533;
+  p = p * u + 0.24015818242558961693;
+  p = p * u + 1.6536545626831027356;
+  return p;
+}
+static inline double vnc_erfinv_tail(double w) { /* p(w), 6.25 <= w < 16 */
+  const double v = sqrt(w) - 3.25;
+  double q = 2.2137376921775787049e-09;
+  q = q * v + 9.0756561938885390979e-08;
+  q = q * v - 2.7517406297064545428e-07;
+  q = q * v + 1.8239629214389227755e-08;
+  q = q * v + 1.5027403968909827627e-06;
+  q = q * v - 4.013867526981545969e-06;
+  q = q * v + 2.9234449089955446044e-06;
+  q = q * v + 1.2475304481671778723e-05;
+  q = q * v - 4.7318229009055733981e-05;
+  q = q * v + 6.8284851459573175448e-05;
+  q = q * v + 2.4031110387097893999e-05;
+  q = q * v - 0.0003550375203628474796;
+  q = q * v + 0.00095328937973738049703;
+  q = q * v - 0.0016882755560235047313;
+  q = q * v + 0.0024914420961078508066;
+  q = q * v - 0.0037512085075692412107;
+  q = q * v + 0.005370914553590063617;
+  q = q * v + 1.0052589676941592334;
+  q = q * v + 3.0838856104922207635;
+  return q;
+}
+static inline float vnc_f_erfinv(float x) {
+  const double w = vnc_erfinv_w(x);
+  const double p = vnc_sel_d(-(int64_t)(w < 6.25), vnc_erfinv_central(w), vnc_erfinv_tail(w)); /* w NaN (|x| > 1): tail, NaN */
+  const float r = (float)(p * (double)x);
+  return fabsf(x) == 1.0f ? x * INFINITY : r;
+}
+/* The fast form: |x| <= 0.998 keeps w below 5.6, so the central polynomial alone gives
+ * vnc_f_erfinv's bits. */
+static inline int vnc_erfinv_central_ok(float x) { return fabsf(x) <= 0.998f; }
+static inline float vnc_erfinv_central_f(float x) { return (float)(vnc_erfinv_central(vnc_erfinv_w(x)) * (double)x); }
+
 /* d/dx [x tanh(softplus(x))], the expression of ATen's CPU kernel. */
 static inline float vnc_f_mish_grad(float g, float x) {
   const float sig = 1.0f / (1.0f + vnc_expf(-x)), tsp = vnc_tanhf(vnc_log1pf(vnc_expf(x)));
