@@ -647,6 +647,7 @@ def _cpu_accepts(node) -> bool:
                 _ACCEPTS[key] = False
     return _ACCEPTS[key]
 
+
 def _host_only(node) -> bool:
     """Whether every tensor `node` reads or returns is a CPU tensor: it runs on the host, as in
     eager (a CPU value of a mixed graph: neither a device kernel nor a fallback)."""

@@ -339,10 +339,6 @@ def _arg(n, i, key, default):
     return n.kwargs.get(key, default)
 
 
-def _number(x):
-    return Const(x, torch.float64) if isinstance(x, (int, float, bool)) else x
-
-
 def _dt(x) -> torch.dtype:
     if isinstance(x, torch.fx.Node):
         return x.meta["val"].dtype
