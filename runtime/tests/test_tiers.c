@@ -524,7 +524,7 @@ static void accuracy(void) {
       const float a = sp[i], b = sp[j], r = vnc_atan2f(a, b), l = atan2f(a, b);
       const int edge = a == 0.0f || b == 0.0f || isinf(a) || isinf(b) || isnan(a) || isnan(b);
       if (edge) pairs_same &= same_f(r, l) && same_f(vnc_hypotf(a, b), hypotf(a, b));
-      else close &= fabsf(r - l) <= ldexpf(1.0f, ilogb(l) - 23);
+      else close &= fabsf(r - l) <= (l == 0.0f ? FLT_TRUE_MIN : ldexpf(1.0f, ilogb(l) - 23)); /* ilogb(0): INT_MIN */
     }
   printf("atan2  max %.2f ulp over pairs; zero/inf/NaN pairs %s; hypot %s\n", w2, pairs_same ? "as libm" : "DIFFER",
          hyp_same ? "as libm" : "DIFFERS");
