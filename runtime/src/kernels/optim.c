@@ -8,6 +8,7 @@
 #include <string.h>
 #include "dtype.h"
 #include "internal.h"
+#include "tier.h"
 #include "vnc/ew_scalar.h"
 #include "vnc/optim.h"
 #include "vnc/threadpool.h"
@@ -61,43 +62,55 @@ static step_scalars scalars_for(const vnc_optim_config *c, const vnc_optim_param
   return s;
 }
 
-static void adam_chunk(const vnc_optim_config *c, const step_scalars *s, float *p, float *g, float *m, float *v,
-                       float *vmax, int64_t len) {
-  for (int64_t i = 0; i < len; i++) {
-    float gi = c->maximize ? -g[i] : g[i];
-    if (c->weight_decay != 0) {
-      if (c->kind == VNC_OPTIM_ADAMW) p[i] = p[i] * s->decay;
-      else gi = vnc_fmaf(p[i], s->wd, gi); /* _foreach_add(grads, params, alpha=wd) */
-    }
-    m[i] = vnc_f_lerp(m[i], gi, s->lerp_w);
-    v[i] = v[i] * s->beta2;
-    v[i] = vnc_fmaf(s->one_minus_beta2 * gi, gi, v[i]); /* _foreach_addcmul_ */
-    float d;
-    if (c->amsgrad) {
-      vmax[i] = (isnan(v[i]) || v[i] > vmax[i]) ? v[i] : vmax[i];
-      d = sqrtf(vmax[i]);
-    } else {
-      d = sqrtf(v[i]);
-    }
-    d = d / s->bc2_sqrt;
-    d = d + s->eps;
-    p[i] = p[i] + (s->step_size * m[i]) / d; /* _foreach_addcdiv_ */
+/* Adam's and SGD's update loops, defined once per form of the fused multiply-add, which give
+ * the same bits (vnc/ew_scalar.h): the FMA instruction for the avx2 and avx512 tiers (this file
+ * is built for baseline x86-64, where vnc_fmaf is an exact emulation several times slower),
+ * vnc_fmaf elsewhere. lerp is vnc_f_lerp's form with that FMA. */
+#define UPDATE_LOOPS(SFX, ATTR, FMA)                                                                             \
+  ATTR static void adam_chunk##SFX(const vnc_optim_config *c, const step_scalars *s, float *p, float *g, float *m, \
+                                   float *v, float *vmax, int64_t len) {                                         \
+    for (int64_t i = 0; i < len; i++) {                                                                          \
+      float gi = c->maximize ? -g[i] : g[i];                                                                     \
+      if (c->weight_decay != 0) {                                                                                \
+        if (c->kind == VNC_OPTIM_ADAMW) p[i] = p[i] * s->decay;                                                  \
+        else gi = FMA(p[i], s->wd, gi); /* _foreach_add(grads, params, alpha=wd) */                             \
+      }                                                                                                          \
+      const float w = s->lerp_w; /* _foreach_lerp_ */                                                          \
+      m[i] = fabsf(w) < 0.5f ? FMA(w, gi - m[i], m[i]) : FMA(w - 1.0f, gi - m[i], gi);                           \
+      v[i] = v[i] * s->beta2;                                                                                    \
+      v[i] = FMA(s->one_minus_beta2 * gi, gi, v[i]); /* _foreach_addcmul_ */                                   \
+      float d;                                                                                                   \
+      if (c->amsgrad) {                                                                                          \
+        vmax[i] = (isnan(v[i]) || v[i] > vmax[i]) ? v[i] : vmax[i];                                              \
+        d = sqrtf(vmax[i]);                                                                                      \
+      } else {                                                                                                   \
+        d = sqrtf(v[i]);                                                                                         \
+      }                                                                                                          \
+      d = d / s->bc2_sqrt;                                                                                       \
+      d = d + s->eps;                                                                                            \
+      p[i] = p[i] + (s->step_size * m[i]) / d; /* _foreach_addcdiv_ */                                         \
+    }                                                                                                            \
+  }                                                                                                              \
+  ATTR static void sgd_chunk##SFX(const vnc_optim_config *c, const step_scalars *s, float *p, float *g, float *m,  \
+                                  float *v, float *vmax, int64_t len) {                                          \
+    (void)v, (void)vmax;                                                                                         \
+    for (int64_t i = 0; i < len; i++) {                                                                          \
+      float gi = c->maximize ? -g[i] : g[i];                                                                     \
+      if (c->weight_decay != 0) gi = FMA(p[i], s->wd, gi);                                                       \
+      if (c->momentum != 0) {                                                                                    \
+        m[i] = c->first_step ? gi : FMA(gi, s->one_minus_dampening, m[i] * s->momentum);                         \
+        gi = c->nesterov ? FMA(m[i], s->momentum, gi) : m[i];                                                    \
+      }                                                                                                          \
+      p[i] = FMA(gi, s->neg_lr, p[i]);                                                                           \
+    }                                                                                                            \
   }
-}
-
-static void sgd_chunk(const vnc_optim_config *c, const step_scalars *s, float *p, float *g, float *m, float *v,
-                      float *vmax, int64_t len) {
-  (void)v, (void)vmax;
-  for (int64_t i = 0; i < len; i++) {
-    float gi = c->maximize ? -g[i] : g[i];
-    if (c->weight_decay != 0) gi = vnc_fmaf(p[i], s->wd, gi);
-    if (c->momentum != 0) {
-      m[i] = c->first_step ? gi : vnc_fmaf(gi, s->one_minus_dampening, m[i] * s->momentum);
-      gi = c->nesterov ? vnc_fmaf(m[i], s->momentum, gi) : m[i];
-    }
-    p[i] = vnc_fmaf(gi, s->neg_lr, p[i]);
-  }
-}
+UPDATE_LOOPS(_emulated, , vnc_fmaf)
+#if defined(__x86_64__) && defined(__GNUC__)
+UPDATE_LOOPS(_fma, __attribute__((target("avx2,fma"))), __builtin_fmaf)
+#define HAVE_FMA_LOOPS 1
+#else
+#define HAVE_FMA_LOOPS 0
+#endif
 
 static void adagrad_chunk(const vnc_optim_config *c, const step_scalars *s, float *p, float *g, float *m, float *v,
                           float *vmax, int64_t len) {
@@ -114,15 +127,27 @@ static void adagrad_chunk(const vnc_optim_config *c, const step_scalars *s, floa
  * with amsgrad). Every kind keeps m except SGD without momentum. */
 typedef void (*chunk_fn)(const vnc_optim_config *, const step_scalars *, float *p, float *g, float *m, float *v,
                          float *vmax, int64_t len);
-static const struct optim_kind {
+typedef struct optim_kind {
   chunk_fn update;
   int second_moment;
-} KINDS[VNC_OPTIM_KINDS] = {
-    [VNC_OPTIM_ADAM] = {adam_chunk, 1},
-    [VNC_OPTIM_ADAMW] = {adam_chunk, 1},
-    [VNC_OPTIM_SGD] = {sgd_chunk, 0},
-    [VNC_OPTIM_ADAGRAD] = {adagrad_chunk, 0},
+} optim_kind;
+static const optim_kind KINDS[2][VNC_OPTIM_KINDS] = {
+    {[VNC_OPTIM_ADAM] = {adam_chunk_emulated, 1},
+     [VNC_OPTIM_ADAMW] = {adam_chunk_emulated, 1},
+     [VNC_OPTIM_SGD] = {sgd_chunk_emulated, 0},
+     [VNC_OPTIM_ADAGRAD] = {adagrad_chunk, 0}},
+#if HAVE_FMA_LOOPS
+    {[VNC_OPTIM_ADAM] = {adam_chunk_fma, 1},
+     [VNC_OPTIM_ADAMW] = {adam_chunk_fma, 1},
+     [VNC_OPTIM_SGD] = {sgd_chunk_fma, 0},
+     [VNC_OPTIM_ADAGRAD] = {adagrad_chunk, 0}},
+#endif
 };
+
+/* The loops with the FMA instruction where the tier in use has it (TORCH_NEURONX_ISA caps it). */
+static const optim_kind *kind_of(int32_t k) {
+  return &KINDS[HAVE_FMA_LOOPS && strcmp(vnc_tier()->name, "baseline") != 0][k];
+}
 
 static void optim_chunks(void *ctx, int64_t c0, int64_t c1) {
   const optim_task *t = ctx;
@@ -141,7 +166,7 @@ static void optim_chunks(void *ctx, int64_t c0, int64_t c1) {
       for (int64_t i = 0; i < len; i++) g[i] = g[i] / *c->grad_scale;
       store(q->grad, gd, off, g, len);
     }
-    const struct optim_kind *kind = &KINDS[c->kind];
+    const optim_kind *kind = kind_of(c->kind);
     const int use_m = c->kind != VNC_OPTIM_SGD || c->momentum != 0;
     if (use_m && !(c->kind == VNC_OPTIM_SGD && c->first_step)) load(m, q->m, pd, off, len);
     if (kind->second_moment) {
