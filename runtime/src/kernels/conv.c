@@ -89,28 +89,32 @@ static void im2col_segment(const geom *g, const float *src, int64_t k2, float *d
   memset(dst + hi, 0, sizeof(float) * (size_t)(c1 - hi));
 }
 
-/* im2col rows [r0, r1): row = (channel, kernel offset), each independent. */
-static void im2col_rows(void *ctx, int64_t r0, int64_t r1) {
-  const col_job *j = ctx;
-  const geom *g = j->g;
+/* Rows [r0, r1) and output columns [j0, j1) (positions in the flattened Y volume) of the
+ * im2col of a group's X channels: col[r * ld + q - j0] for row r = (channel, kernel offset),
+ * each independent, filled line by line. */
+static void im2col_block(const geom *g, const float *x, float *col, int64_t ld, int64_t r0, int64_t r1, int64_t j0,
+                         int64_t j1) {
+  const int64_t ys2 = g->ys[2];
   for (int64_t r = r0; r < r1; r++) {
     const int64_t c = r / g->K, kk = r % g->K;
     const int64_t k0 = kk / (g->k[1] * g->k[2]), k1 = (kk / g->k[2]) % g->k[1], k2 = kk % g->k[2];
-    const float *x = j->x + c * g->XS;
-    float *row = j->col + r * g->YS;
-    for (int64_t a = 0; a < g->ys[0]; a++) {
-      const int64_t i0 = SRC(g, 0, a, k0);
-      for (int64_t b = 0; b < g->ys[1]; b++) {
-        const int64_t i1 = SRC(g, 1, b, k1);
-        float *dst = row + (a * g->ys[1] + b) * g->ys[2];
-        if (i0 < 0 || i0 >= g->xs[0] || i1 < 0 || i1 >= g->xs[1]) {
-          memset(dst, 0, sizeof(float) * (size_t)g->ys[2]);
-          continue;
-        }
-        im2col_segment(g, x + (i0 * g->xs[1] + i1) * g->xs[2], k2, dst, 0, g->ys[2]);
-      }
+    for (int64_t q = j0; q < j1;) {
+      const int64_t line = q / ys2, c0 = q % ys2, c1 = c0 + (j1 - q) < ys2 ? c0 + (j1 - q) : ys2;
+      const int64_t i0 = SRC(g, 0, line / g->ys[1], k0), i1 = SRC(g, 1, line % g->ys[1], k1);
+      float *dst = col + r * ld + (q - c0 - j0); /* dst[c2]: column line * ys2 + c2 */
+      if (i0 < 0 || i0 >= g->xs[0] || i1 < 0 || i1 >= g->xs[1])
+        memset(dst + c0, 0, sizeof(float) * (size_t)(c1 - c0));
+      else
+        im2col_segment(g, x + c * g->XS + (i0 * g->xs[1] + i1) * g->xs[2], k2, dst, c0, c1);
+      q += c1 - c0;
     }
   }
+}
+
+/* im2col rows [r0, r1), all columns (im2col's parallel ranges). */
+static void im2col_rows(void *ctx, int64_t r0, int64_t r1) {
+  const col_job *j = ctx;
+  im2col_block(j->g, j->x, j->col, j->g->YS, r0, r1, 0, j->g->YS);
 }
 
 /* col2im by channels [c0, c1): each channel adds its K rows in order (deterministic). */
@@ -150,26 +154,6 @@ static void col2im(const geom *g, float *x, float *col) {
   vnc_parallel_for(g->Cx / g->G, 1 + 16384 / (g->K * g->YS + 1), col2im_channels, &j);
 }
 
-/* Output columns [j0, j1) (positions in the flattened Y volume) of the im2col of a group's X
- * channels: col[r * ld + q - j0] for row r = (channel, kernel offset), line by line. */
-static void im2col_columns(const geom *g, const float *x, float *col, int64_t ld, int64_t j0, int64_t j1) {
-  const int64_t rows = g->Cx / g->G * g->K, ys2 = g->ys[2];
-  for (int64_t r = 0; r < rows; r++) {
-    const int64_t c = r / g->K, kk = r % g->K;
-    const int64_t k0 = kk / (g->k[1] * g->k[2]), k1 = (kk / g->k[2]) % g->k[1], k2 = kk % g->k[2];
-    for (int64_t q = j0; q < j1;) {
-      const int64_t line = q / ys2, c0 = q % ys2, c1 = c0 + (j1 - q) < ys2 ? c0 + (j1 - q) : ys2;
-      const int64_t i0 = SRC(g, 0, line / g->ys[1], k0), i1 = SRC(g, 1, line % g->ys[1], k1);
-      float *dst = col + r * ld + (q - c0 - j0); /* dst[c2]: column line * ys2 + c2 */
-      if (i0 < 0 || i0 >= g->xs[0] || i1 < 0 || i1 >= g->xs[1])
-        memset(dst + c0, 0, sizeof(float) * (size_t)(c1 - c0));
-      else
-        im2col_segment(g, x + c * g->XS + (i0 * g->xs[1] + i1) * g->xs[2], k2, dst, c0, c1);
-      q += c1 - c0;
-    }
-  }
-}
-
 /* A 1x1 convolution with stride 1 and no padding: im2col(X) is X itself. */
 static int col_is_x(const geom *g) {
   for (int d = 0; d < 3; d++)
@@ -198,7 +182,7 @@ static void to_y_blocks(void *ctx, int64_t t0, int64_t t1) {
     const int64_t j1 = j0 + j->block < g->YS ? j0 + j->block : g->YS;
     const float *x = j->X + (n * g->Cx + gr * Cxg) * g->XS;
     float *y = j->Y + (n * g->Cy + gr * Cyg) * g->YS + j0;
-    if (!direct) im2col_columns(g, x, col, j1 - j0, j0, j1);
+    if (!direct) im2col_block(g, x, col, j1 - j0, 0, CK, j0, j1);
     vnc_sgemm(0, 0, Cyg, j1 - j0, CK, 1.0f, j->W + gr * Cyg * CK, CK, direct ? x + j0 : col, direct ? g->XS : j1 - j0,
               0.0f, y, g->YS);
     if (j->bias)
